@@ -1,0 +1,262 @@
+"""`om`: the command line of omstream.  Every command has `--help`.
+
+    om demo                    broker + worker + web + the demo conversation, offline
+    om broker start|stop|status|jars
+    om topics create
+    om worker                  the Faust worker (fold + model agents)
+    om serve                   the HTTP read side (context windows)
+    om produce FILE.jsonl      send chat messages
+    om tail                    print lifecycle events as they happen
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+import orjson
+
+__all__ = ["main"]
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def _settings(args: argparse.Namespace):
+    from .settings import load_settings
+
+    return load_settings(args.config)
+
+
+def _broker(settings, args: argparse.Namespace | None = None):
+    from infra.broker import Broker
+
+    return Broker(settings.data_dir / "broker", port=settings.broker_port,
+                  controller_port=settings.controller_port)
+
+
+# --- broker -----------------------------------------------------------------------------------
+def cmd_broker(args: argparse.Namespace) -> int:
+    from infra.broker import BrokerError, ensure_jars
+
+    settings = _settings(args)
+    broker = _broker(settings)
+    try:
+        if args.action == "jars":
+            print(ensure_jars(quiet=False))
+        elif args.action == "start":
+            if broker.pid() is None:
+                broker.start()
+            asyncio.run(broker.wait_ready())
+            asyncio.run(_create_topics(settings))
+            print(f"broker ready at {broker.bootstrap} (pid {broker.pid()}, data {broker.data_dir})")
+        elif args.action == "stop":
+            print("stopped" if broker.stop() else "not running")
+        else:
+            pid = broker.pid()
+            print(f"running at {broker.bootstrap} (pid {pid})" if pid else "not running")
+            return 0 if pid else 3
+    except BrokerError as exc:
+        print(f"om broker {args.action}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _create_topics(settings) -> list[str]:
+    from .topics import ensure_topics
+
+    return await ensure_topics(settings)
+
+
+def cmd_topics(args: argparse.Namespace) -> int:
+    created = asyncio.run(_create_topics(_settings(args)))
+    print("created: " + (", ".join(created) if created else "nothing (all present)"))
+    return 0
+
+
+# --- worker and web ---------------------------------------------------------------------------
+def cmd_worker(args: argparse.Namespace) -> int:
+    import faust
+
+    from .logs import logging_config
+    from .worker import build_app
+
+    settings = _settings(args)
+    asyncio.run(_create_topics(settings))
+    app = build_app(settings)
+    worker = faust.Worker(app, loglevel=args.log_level, logging_config=logging_config(args.log_level.upper()))
+    worker.execute_from_commandline()
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from projections.web import serve
+
+    from .logs import setup_logging
+
+    setup_logging(args.log_level.upper())
+    settings = _settings(args)
+    print(f"serving on http://{settings.web_host}:{settings.web_port}", flush=True)
+    try:
+        asyncio.run(serve(settings))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+# --- producing and reading --------------------------------------------------------------------
+def read_conversation(path: Path) -> list[dict]:
+    """JSON lines of messages; a line without `id` gets `<threadId>:<line number>`."""
+    out = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{number}: not JSON ({exc})") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"{path}:{number}: each line must be a JSON object")
+        record.setdefault("id", f"{record.get('threadId')}:{number}")
+        out.append(record)
+    return out
+
+
+async def produce_file(settings, path: Path) -> int:
+    from pydantic import ValidationError
+
+    from schemas.messages import Message
+
+    from .client import OmClient
+
+    messages = []
+    for record in read_conversation(path):
+        try:
+            messages.append(Message.model_validate(record))
+        except ValidationError as exc:
+            raise ValueError(f"{path}: message {record.get('id')!r}: {exc.errors()[0]['msg']} "
+                             f"at {'.'.join(map(str, exc.errors()[0]['loc']))}") from None
+    async with OmClient(settings) as client:
+        return await client.send_messages(messages)
+
+
+def cmd_produce(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    try:
+        sent = asyncio.run(produce_file(settings, Path(args.file)))
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"om produce: {exc}", file=sys.stderr)
+        return 2
+    print(f"sent {sent} messages to {settings.namespace}.messages")
+    return 0
+
+
+def describe_event(event) -> str:
+    d = event.data
+    kind = event.type.removeprefix("data-om-")
+    head = f"{event.event_time:%H:%M:%S} {event.thread_id:<14} #{event.seq:<4} {kind:<20}"
+    if kind == "status":
+        m, o = d.windows.active.messages, d.windows.active.observations
+        return f"{head} messages {m.tokens}/{m.threshold}  observations {o.tokens}/{o.threshold}  gen {d.generation_count}"
+    if kind == "observation-start":
+        return f"{head} {d.operation_type} of {d.tokens_to_observe} tokens"
+    if kind == "observation-end":
+        return f"{head} {d.tokens_observed} tokens -> {d.observation_tokens} observation tokens"
+    if kind == "observation-failed":
+        return f"{head} {d.error}"
+    return f"{head} {d.model_dump_json(by_alias=True)[:120]}"
+
+
+async def tail(settings, *, thread: str | None, from_beginning: bool, as_json: bool,
+               count: int | None, statuses: bool = True, out=sys.stdout) -> int:
+    from aiokafka import AIOKafkaConsumer
+
+    from schemas.codec import decode_event
+
+    from .topics import Topics
+
+    consumer = AIOKafkaConsumer(
+        Topics(settings.namespace).events, bootstrap_servers=settings.bootstrap, group_id=None,
+        auto_offset_reset="earliest" if from_beginning else "latest", enable_auto_commit=False)
+    await consumer.start()
+    seen = 0
+    try:
+        async for record in consumer:
+            event = decode_event(record.value)
+            if thread and event.thread_id != thread:
+                continue
+            if not statuses and event.type == "data-om-status":
+                continue
+            print(record.value.decode() if as_json else describe_event(event), file=out, flush=True)
+            seen += 1
+            if count is not None and seen >= count:
+                break
+    finally:
+        await consumer.stop()
+    return seen
+
+
+def cmd_tail(args: argparse.Namespace) -> int:
+    try:
+        asyncio.run(tail(_settings(args), thread=args.thread, from_beginning=args.from_beginning,
+                         as_json=args.json, count=args.count, statuses=not args.no_status))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    if args.config is None:
+        args.config = str(EXAMPLES / "demo.toml")
+    return run_demo(_settings(args), EXAMPLES / "demo-conversation.jsonl", stay=not args.exit)
+
+
+# --- parser -----------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="om", description="omstream: Observational Memory on Kafka.")
+    parser.add_argument("--config", help="settings file (.toml, .yaml, .json); default $OM_CONFIG")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("demo", help="run broker, worker and web with the demo conversation (offline)")
+    p.add_argument("--exit", action="store_true", help="stop everything once the demo has been shown")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("broker", help="the local Kafka broker (resolved from Maven Central)")
+    p.add_argument("action", choices=["start", "stop", "status", "jars"])
+    p.set_defaults(func=cmd_broker)
+
+    p = sub.add_parser("topics", help="create the namespace's topics with their configs")
+    p.add_argument("action", choices=["create"])
+    p.set_defaults(func=cmd_topics)
+
+    p = sub.add_parser("worker", help="run the Faust worker (fold and model agents)")
+    p.set_defaults(func=cmd_worker)
+
+    p = sub.add_parser("serve", help="serve context windows over HTTP")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("produce", help="send chat messages from a JSON-lines file")
+    p.add_argument("file", help="one message per line: {threadId, role, content, createdAt, ...}")
+    p.set_defaults(func=cmd_produce)
+
+    p = sub.add_parser("tail", help="print lifecycle events as they happen")
+    p.add_argument("--thread", help="only this thread")
+    p.add_argument("--from-beginning", action="store_true", help="start at the first event")
+    p.add_argument("--json", action="store_true", help="print the raw JSON records")
+    p.add_argument("--no-status", action="store_true", help="leave out data-om-status events")
+    p.add_argument("--count", type=int, help="stop after this many events")
+    p.set_defaults(func=cmd_tail)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

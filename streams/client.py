@@ -1,0 +1,97 @@
+"""The producer client: how an agent runtime writes its conversation to omstream.
+
+    async with OmClient(load_settings()) as om:
+        await om.send_message(Message(id="m1", thread_id="t1", role="user",
+                                      content="hello", created_at=now))
+        await om.step_started("t1", step_number=0, after_message_id="m1")
+
+Every record is keyed by its memory key, so all inputs of one memory land on one partition.
+Token counts are taken here, once, with the configured counter, and travel with the message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from types import TracebackType
+
+from schemas.codec import encode
+from schemas.control import StepStarted, TurnEnded
+from schemas.messages import Message, TokenCount
+from streams.engine.fold import memory_key
+from streams.engine.tokens import count_message, get_counter
+
+from .settings import Settings
+from .topics import Topics
+
+__all__ = ["OmClient"]
+
+
+class OmClient:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.topics = Topics(settings.namespace)
+        self._counter = get_counter(settings.om.token_counter)
+        self._producer = None
+
+    async def __aenter__(self) -> OmClient:
+        from aiokafka import AIOKafkaProducer
+
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=self.settings.bootstrap, acks="all", enable_idempotence=True,
+        )
+        await self._producer.start()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        if self._producer is not None:
+            await self._producer.stop()
+            self._producer = None
+
+    def _key(self, thread_id: str, resource_id: str | None) -> bytes:
+        return memory_key(self.settings.om, thread_id, resource_id).encode()
+
+    def with_tokens(self, message: Message) -> Message:
+        """The message with its token count taken by the configured counter."""
+        if message.tokens is not None and message.tokens.counter == self._counter.name:
+            return message
+        count = TokenCount(counter=self._counter.name, count=count_message(message, self._counter))
+        return message.model_copy(update={"tokens": count})
+
+    async def send_message(self, message: Message) -> None:
+        await self.send_messages([message])
+
+    async def send_messages(self, messages: Iterable[Message]) -> int:
+        """Send in order and wait until the broker has every one. Returns how many."""
+        assert self._producer is not None, "use OmClient as an async context manager"
+        futures = []
+        for message in messages:
+            message = self.with_tokens(message)
+            futures.append(await self._producer.send(
+                self.topics.messages, encode(message), key=self._key(message.thread_id, message.resource_id)))
+        for fut in futures:
+            await fut
+        return len(futures)
+
+    async def step_started(self, thread_id: str, *, step_number: int, resource_id: str | None = None,
+                           model: str | None = None, at: datetime | None = None,
+                           after_message_id: str | None = None) -> None:
+        await self._control(StepStarted(
+            thread_id=thread_id, resource_id=resource_id, step_number=step_number, model=model,
+            at=at or datetime.now(timezone.utc), after_message_id=after_message_id))
+
+    async def turn_ended(self, thread_id: str, *, resource_id: str | None = None,
+                         at: datetime | None = None, after_message_id: str | None = None) -> None:
+        await self._control(TurnEnded(thread_id=thread_id, resource_id=resource_id,
+                                      at=at or datetime.now(timezone.utc), after_message_id=after_message_id))
+
+    async def _control(self, record: StepStarted | TurnEnded) -> None:
+        assert self._producer is not None, "use OmClient as an async context manager"
+        await self._producer.send_and_wait(
+            self.topics.control, encode(record), key=self._key(record.thread_id, record.resource_id))
+
+    async def send_raw(self, topic: str, key: bytes | None, value: bytes) -> None:
+        """Write bytes as they are (for tools and tests of the dead-letter path)."""
+        assert self._producer is not None, "use OmClient as an async context manager"
+        await self._producer.send_and_wait(topic, value, key=key)

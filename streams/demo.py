@@ -1,0 +1,121 @@
+"""`om demo`: the whole path on one machine, offline, with the scripted observer.
+
+Starts (or reuses) the local broker, creates the topics, starts the worker and the web server
+as child processes, produces the demo conversation, prints the lifecycle events until every
+message is accounted for, then prints the context URL and keeps serving until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from .settings import Settings
+
+__all__ = ["run_demo", "start_child"]
+
+
+def start_child(settings: Settings, command: str, log: Path) -> subprocess.Popen:
+    args = [sys.executable, "-m", "streams.cli"]
+    if settings.config_file:
+        args += ["--config", str(settings.config_file)]
+    env = {**os.environ, "OM_DATA_DIR": str(settings.data_dir)}
+    with open(log, "ab") as out:
+        return subprocess.Popen([*args, command], stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _get(url: str) -> dict | None:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return json.loads(response.read())
+    except OSError:
+        return None
+
+
+def run_demo(settings: Settings, conversation: Path, *, stay: bool) -> int:
+    from infra.broker import Broker
+
+    from .cli import produce_file, read_conversation, tail
+    from .topics import ensure_topics
+
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    broker = Broker(settings.data_dir / "broker", port=settings.broker_port,
+                    controller_port=settings.controller_port)
+    owned_broker = broker.pid() is None
+    print("1/5 resolving Kafka from Maven Central and starting the broker ...", flush=True)
+    if owned_broker:
+        broker.start()
+    asyncio.run(broker.wait_ready())
+    asyncio.run(ensure_topics(settings))
+    print(f"    broker ready at {broker.bootstrap}", flush=True)
+    print("2/5 starting the worker and the web server ...", flush=True)
+    children = [start_child(settings, "worker", settings.data_dir / "worker.log"),
+                start_child(settings, "serve", settings.data_dir / "web.log")]
+    base = f"http://{settings.web_host}:{settings.web_port}"
+    try:
+        deadline = time.monotonic() + 60
+        while _get(f"{base}/healthz") is None:
+            if time.monotonic() > deadline or any(c.poll() is not None for c in children):
+                print(f"the web server did not come up; see {settings.data_dir / 'web.log'}", file=sys.stderr)
+                return 1
+            time.sleep(0.5)
+        records = read_conversation(conversation)
+        threads = sorted({r["threadId"] for r in records})
+        print(f"3/5 producing {len(records)} messages of {len(threads)} thread(s) ...", flush=True)
+        asyncio.run(produce_file(settings, conversation))
+        print("4/5 lifecycle events (the observer is the scripted local model):", flush=True)
+        done = asyncio.run(_follow(settings, base, threads, len(records), tail))
+        print(f"5/5 context windows{'' if done else ' (still settling)'}:")
+        for thread in threads:
+            ctx = _get(f"{base}/threads/{thread}/context?wait=0") or {}
+            print(f"    {base}/threads/{thread}/context  -> {len(ctx.get('observedMessageIds', []))} "
+                  f"messages observed, {len(ctx.get('messages', []))} raw")
+        if not stay:
+            return 0 if done else 1
+        print("serving; press Ctrl-C to stop the worker, the web server and the broker", flush=True)
+        while all(c.poll() is None for c in children):
+            time.sleep(1)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        for child in children:
+            _stop(child)
+        if owned_broker:
+            broker.stop()
+
+
+async def _follow(settings: Settings, base: str, threads: list[str], total: int, tail) -> bool:
+    """Print events until every message is observed or raw in a settled context (≤ 3 min)."""
+    printer = asyncio.create_task(tail(settings, thread=None, from_beginning=True, as_json=False,
+                                       count=None, statuses=False))
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            await asyncio.sleep(1)
+            views = [await asyncio.to_thread(_get, f"{base}/threads/{t}/context?wait=0") for t in threads]
+            if all(views) and not any(v["blocked"] for v in views):
+                seen = sum(len(v["observedMessageIds"]) + len(v["messages"]) for v in views)
+                if seen == total and any(v["observedMessageIds"] for v in views):
+                    await asyncio.sleep(1)
+                    return True
+        return False
+    finally:
+        printer.cancel()

@@ -1,0 +1,95 @@
+"""What the Observer is asked (spec §7.1, §7.3, §7.4), in omstream's own words.
+
+The headings and tags are a contract: parsers, the scripted models and users rely on
+`## Previous Observations`, `## New Message History to Observe`, `## Your Task`, the
+`<observations>` block and the `<current-task>` / `<suggested-response>` sections.
+"""
+
+from __future__ import annotations
+
+__all__ = ["observer_system_prompt", "observer_user_prompt"]
+
+_ROLE = """You are the memory of an AI assistant. You watch its conversations and write down \
+what it must remember. Your observations are the assistant's only memory of everything that is \
+no longer in its context window: what you leave out is forgotten."""
+
+_INSTRUCTIONS = """What to record:
+- Tell apart what the user asserts ("User stated ...", high priority) from what the user asks \
+("User asked ...") and what the user intends ("User stated they will ...", with the date if given).
+- When something changes, say what it replaces ("will start X (changing from Y)"). A user's own \
+statement outranks a later question about the same thing.
+- Start every observation with the time of its message, (HH:MM) in 24-hour form. Only when the \
+text names another moment that resolves to a real date, add "(meaning <date>)" or "(estimated \
+<date>)" at the end of the line; never for vague words such as "soon" or "recently". Give each \
+event its own line.
+- Keep unusual wording in quotes and use precise verbs (bought, booked, subscribed, received).
+- Keep what makes the assistant's own answers distinct: names, numbers, counts, list structure.
+- Capture short user messages almost word for word and summarise long ones with key quotes.
+- Group repeated tool actions under one line with "  * ->" sub-bullets; record what each tool \
+call was for and what it showed.
+- Mark finished work with a check mark: "  * ✅ ..." under its line, or "* ✅ (HH:MM) ..." on its \
+own, only when something is really done (confirmed, accepted or reached).
+
+Priorities: every observation starts with 🔴 (user facts, preferences, open goals, critical \
+context), 🟡 (project details, learned information, tool results), 🟢 (minor or uncertain) or ✅ \
+(completed). Be terse: one to five observations per exchange."""
+
+_FORMAT = """Output format (exactly this shape, dates grouped, 24-hour times):
+<observations>
+Date: Dec 4, 2025
+* 🔴 (14:30) User prefers direct answers
+* 🟡 (14:32) User might prefer dark mode
+* 🔴 (14:33) Agent debugging auth issue
+  * -> ran git status, found 3 modified files
+  * ✅ Tests passing, auth issue resolved
+</observations>"""
+
+_HINTS = """After </observations>, add these sections:
+<current-task>
+The task in progress: "Primary: ..." and, if any, "Secondary: ...". Put a new question or \
+request from the user first; say "waiting for user" when the user must decide.
+</current-task>
+<suggested-response>
+A short hint for the assistant's very next message, e.g. to pause for the user when needed.
+</suggested-response>"""
+
+_SINGLE_THREAD = "Do not write thread ids or <thread> tags: this is a single conversation."
+
+
+def observer_system_prompt(*, continuation_hints: bool = True, instruction: str | None = None) -> str:
+    parts = [_ROLE, _INSTRUCTIONS, _FORMAT, _SINGLE_THREAD]
+    if continuation_hints:
+        parts.append(_HINTS)
+    prompt = "\n\n".join(parts)
+    if instruction:
+        prompt += f"\n\n=== CUSTOM INSTRUCTIONS ===\n\n{instruction}"
+    return prompt
+
+
+def observer_user_prompt(
+    *,
+    transcript: str,
+    previous_observations: str = "",
+    current_task: str | None = None,
+    suggested_response: str | None = None,
+) -> str:
+    """Previous observations, prior hints, the new history, then the task (one user message)."""
+    blocks: list[str] = []
+    if previous_observations:
+        blocks.append(
+            f"## Previous Observations\n\n{previous_observations}\n\n---\n\n"
+            "These are already recorded. Do not repeat them: what you write now is appended to them."
+        )
+    prior = [f"- prior {name}: {value}" for name, value in
+             (("current-task", current_task), ("suggested-response", suggested_response)) if value]
+    if prior:
+        blocks.append(
+            "## Prior Thread Metadata\n\n" + "\n".join(prior)
+            + "\n\nTreat these as continuity hints, not as facts to observe again."
+        )
+    blocks.append(f"## New Message History to Observe\n\n{transcript}")
+    blocks.append(
+        "## Your Task\n\nExtract new observations from the message history above. Do not repeat "
+        "previous observations. Use the output format."
+    )
+    return "\n\n---\n\n".join(blocks)

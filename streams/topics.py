@@ -1,0 +1,110 @@
+"""The topics of one namespace, created explicitly with their partition counts and configs.
+
+All input topics of the fold share one partition count and are keyed by the memory key, so one
+partition owns a memory.  Creating them up front matters: a topic auto-created by a producer
+would get the broker's default partition count and break that co-partitioning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .settings import Settings
+
+__all__ = ["TopicSpec", "Topics", "ensure_topics"]
+
+FOREVER = {"retention.ms": "-1", "retention.bytes": "-1"}
+WEEK = {"retention.ms": str(7 * 24 * 3600 * 1000)}
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    config: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Topics:
+    namespace: str
+
+    @property
+    def messages(self) -> str:
+        return f"{self.namespace}.messages"
+
+    @property
+    def control(self) -> str:
+        return f"{self.namespace}.control"
+
+    @property
+    def jobs(self) -> str:
+        return f"{self.namespace}.jobs"
+
+    @property
+    def results(self) -> str:
+        return f"{self.namespace}.results"
+
+    @property
+    def events(self) -> str:
+        return f"{self.namespace}.events"
+
+    @property
+    def dlq(self) -> str:
+        return f"{self.namespace}.dlq"
+
+    def specs(self, settings: Settings) -> list[TopicSpec]:
+        n = settings.partitions
+        return [
+            # The history replay reads: kept forever.
+            TopicSpec(self.messages, n, FOREVER),
+            TopicSpec(self.control, n, FOREVER),
+            # What projections rebuild from, and what was refused: kept forever too.
+            TopicSpec(self.events, n, FOREVER),
+            TopicSpec(self.dlq, 1, FOREVER),
+            TopicSpec(self.jobs, n, WEEK),
+            TopicSpec(self.results, n, WEEK),
+            TopicSpec(f"{settings.app_id}-state-changelog", n, {"cleanup.policy": "compact"}),
+        ]
+
+
+async def ensure_topics(settings: Settings) -> list[str]:
+    """Create missing topics; refuse existing ones whose partition count differs. Returns created."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    specs = Topics(settings.namespace).specs(settings)
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap, request_timeout_ms=15000)
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        missing = [s for s in specs if s.name not in existing]
+        if missing:
+            await admin.create_topics(
+                [NewTopic(s.name, s.partitions, 1, topic_configs=s.config) for s in missing]
+            )
+        present = [s for s in specs if s.name in existing]
+        if present:
+            described = await admin.describe_topics([s.name for s in present])
+            counts = {d["topic"]: len(d["partitions"]) for d in described}
+            wrong = [f"{s.name} has {counts.get(s.name)} partitions, expected {s.partitions}"
+                     for s in present if counts.get(s.name) != s.partitions]
+            if wrong:
+                raise RuntimeError(
+                    "topic partition counts do not match this configuration: " + "; ".join(wrong)
+                    + ". Use another namespace, or set partitions to the existing count."
+                )
+        return [s.name for s in missing]
+    finally:
+        await admin.close()
+
+
+async def partitions_of(bootstrap: str, names: list[str]) -> dict[str, list[int]]:
+    """Partition numbers of existing topics, from the broker's metadata."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    await admin.start()
+    try:
+        described = await admin.describe_topics(names)
+    finally:
+        await admin.close()
+    return {d["topic"]: sorted(p["partition"] for p in d["partitions"]) for d in described}

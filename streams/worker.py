@@ -1,0 +1,153 @@
+"""The Faust worker: the fold agent and the model agents around the pure engine.
+
+The fold agent only moves bytes.  For each input record it:
+
+1. decodes it (unreadable records go to `<ns>.dlq` with the reason and the original bytes);
+2. loads the memory's state and skips the record if the state already folded its offset
+   (a redelivery after a crash);
+3. calls `fold`;
+4. sends the emitted events and jobs and waits until the broker has them;
+5. stores the new state, with the record's offset, in the RocksDB table (changelogged).
+
+Step 4 before step 5 is what makes a crash harmless: a state is never stored ahead of its
+outputs, and outputs sent twice carry the same deterministic ids, so consumers drop the copy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+from dataclasses import dataclass
+
+import faust
+import orjson
+
+from schemas.codec import DecodeFailure, decode_input, decode_job, encode
+from schemas.jobs import ModelResult
+from streams.engine.fold import EngineConfig, fold, memory_key, new_state
+from streams.engine.state import MemoryState
+from streams.models.calls import RetryPolicy, run_job
+
+from .settings import Settings
+from .topics import Topics
+
+__all__ = ["build_app", "dead_letter"]
+
+log = logging.getLogger("omstream.worker")
+
+
+def dead_letter(*, code: str, reason: str, topic: str, partition: int, offset: int,
+                key: bytes | None, value: bytes | None) -> bytes:
+    """A `<ns>.dlq` record: why, where from, and the original bytes (base64)."""
+    return orjson.dumps({
+        "type": "dead-letter", "code": code, "reason": reason,
+        "source": {"topic": topic, "partition": partition, "offset": offset},
+        "key": key.decode("utf-8", "replace") if key is not None else None,
+        "value": base64.b64encode(value or b"").decode(),
+    }, option=orjson.OPT_SORT_KEYS)
+
+
+@dataclass
+class _Outputs:
+    app: faust.App
+    topics: Topics
+
+    async def send_all(self, records: list[tuple[str, bytes, bytes]]) -> None:
+        futures = [await self.app.producer.send(topic, key, value, partition=None, timestamp=None,
+                                                headers=None) for topic, key, value in records]
+        await asyncio.gather(*futures)
+
+
+def _load_state(raw: bytes | None) -> MemoryState | None:
+    return MemoryState.model_validate_json(raw) if raw else None
+
+
+def build_app(settings: Settings) -> faust.App:
+    topics = Topics(settings.namespace)
+    config = EngineConfig(settings.om)
+    app = faust.App(
+        settings.app_id,
+        broker=f"kafka://{settings.bootstrap}",
+        store="rocksdb://",
+        datadir=str(settings.data_dir / "worker"),
+        topic_partitions=settings.partitions,
+        topic_allow_declare=False,
+        topic_disable_leader=True,
+        web_enabled=False,
+        key_serializer="raw",
+        value_serializer="raw",
+        producer_acks=-1,
+        consumer_auto_offset_reset="earliest",
+        broker_commit_every=100,
+        broker_commit_interval=1.0,
+    )
+    inputs = app.topic(topics.messages, topics.control, topics.results,
+                       key_type=bytes, value_type=bytes)
+    jobs = app.topic(topics.jobs, key_type=bytes, value_type=bytes)
+    state_table = app.Table(
+        "state", default=None, key_type=bytes, value_type=bytes, partitions=settings.partitions,
+        options={"block_cache_size": 16 * 1024**2, "block_cache_compressed_size": 4 * 1024**2},
+    )
+    outputs = _Outputs(app, topics)
+    policy = RetryPolicy(retries=settings.model_retries, base_ms=settings.retry_base_ms)
+
+    async def reject(message, code: str, reason: str) -> None:
+        log.warning("dead-lettered", extra={"topic": message.topic, "offset": message.offset,
+                                            "code": code, "reason": reason})
+        await outputs.send_all([(topics.dlq, message.key or b"", dead_letter(
+            code=code, reason=reason, topic=message.topic, partition=message.partition,
+            offset=message.offset, key=message.key, value=message.value))])
+
+    @app.agent(inputs, name="fold")
+    async def fold_agent(stream):
+        async for event in stream.events():
+            message = event.message
+            record = decode_input(message.value)
+            if isinstance(record, DecodeFailure):
+                await reject(message, record.code, record.reason)
+                continue
+            if isinstance(record, ModelResult):
+                key = record.memory_key
+            else:
+                key = memory_key(settings.om, record.thread_id, record.resource_id)
+            if (message.key or b"").decode("utf-8", "replace") != key:
+                await reject(message, "wrong-key",
+                             f"record key must be the memory key {key!r} (it was {message.key!r}); "
+                             "all inputs of one memory must share its partition")
+                continue
+            kbytes = key.encode()
+            state = _load_state(state_table.get(kbytes))
+            if state is not None and message.offset <= state.offsets.get(message.topic, -1):
+                continue  # folded before a crash; its outputs were sent before the state was stored
+            if state is None:
+                thread = record.thread_id
+                state = new_state(key, thread, getattr(record, "resource_id", None))
+            folded = fold(state, record, config)
+            records = [(topics.events, kbytes, encode(e)) for e in folded.events]
+            records += [(topics.jobs, kbytes, encode(j)) for j in folded.jobs]
+            for refused in folded.rejected:
+                records.append((topics.dlq, kbytes, dead_letter(
+                    code="conflict", reason=refused.reason, topic=message.topic,
+                    partition=message.partition, offset=message.offset, key=message.key,
+                    value=message.value)))
+            await outputs.send_all(records)
+            offsets = {**folded.state.offsets, message.topic: message.offset}
+            state_table[kbytes] = folded.state.model_copy(update={"offsets": offsets}).model_dump_json().encode()
+
+    @app.agent(jobs, name="models", concurrency=settings.model_concurrency)
+    async def model_agent(stream):
+        async for event in stream.events():
+            message = event.message
+            try:
+                job = decode_job(message.value)
+            except ValueError as exc:
+                await reject(message, "invalid", f"invalid model job: {exc}")
+                continue
+            result = await run_job(job, policy)
+            log.info("model call", extra={"cycle": job.cycle_id, "kind": job.kind, "model": job.model,
+                                          "ok": result.ok, "attempts": result.attempts})
+            await outputs.send_all([(topics.results, job.memory_key.encode(), encode(result))])
+
+    app.om_state_table = state_table  # type: ignore[attr-defined]
+    return app
