@@ -47,6 +47,7 @@ class ThreadView:
     in_flight: set[str] = field(default_factory=set)
     last_seq: int = 0
     events: int = 0
+    cycles: int = 0
 
     @property
     def blocked(self) -> bool:
@@ -67,6 +68,7 @@ class ThreadView:
             "observations": self.observations,
             "currentTask": self.current_task,
             "suggestedResponse": self.suggested_response,
+            "cycles": self.cycles,
             "observedMessageIds": sorted(self.observed),
             "messages": [m.wire() for m in raw],
             "chat": context_messages(self, raw),
@@ -131,6 +133,7 @@ class ContextProjection:
             view.in_flight.discard(data.cycle_id)
         elif event.type == "data-om-observation-end":
             view.in_flight.discard(data.cycle_id)
+            view.cycles += 1
             view.observed.update(data.observed_message_ids)
             if data.observations:
                 view.observations = (

@@ -83,6 +83,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from .worker import build_app
 
     settings = _settings(args)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
     asyncio.run(_create_topics(settings))
     app = build_app(settings)
     worker = faust.Worker(app, loglevel=args.log_level, logging_config=logging_config(args.log_level.upper()))

@@ -1,0 +1,47 @@
+"""Builders shared by the unit and integration tests."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from schemas.config import load_om_config
+from schemas.jobs import ModelJob, ModelResult
+from schemas.messages import Message
+from streams.engine.fold import EngineConfig
+from streams.models.scripted import observe
+
+T0 = datetime(2025, 3, 3, 9, 0, tzinfo=timezone.utc)
+WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike "
+         "november oscar papa quebec romeo sierra tango uniform victor whiskey xray").split()
+
+
+def text_of(n_words: int, seed: int) -> str:
+    return " ".join(WORDS[(seed * 7 + i * 3) % len(WORDS)] for i in range(n_words))
+
+
+def message(i: int, thread: str = "t1", *, words: int = 60, role: str | None = None) -> Message:
+    return Message(
+        id=f"{thread}-m{i}", thread_id=thread, resource_id="u1",
+        role=role or ("user" if i % 2 == 0 else "assistant"),
+        content=f"[{i}] " + text_of(words, i), created_at=T0 + timedelta(seconds=30 * i),
+    )
+
+
+def engine(message_tokens: int = 500, counter: str = "tokenx") -> EngineConfig:
+    return EngineConfig(load_om_config({
+        "observation": {"model": "scripted/observer", "messageTokens": message_tokens, "bufferTokens": False},
+        "tokenCounter": counter,
+    }))
+
+
+def scripted_result(job: ModelJob, *, ok: bool = True, output: str | None = None,
+                    error: str | None = None, ms: int = 1500) -> ModelResult:
+    """What the model agent answers for `job` with the scripted observer (same rules, no broker)."""
+    if ok and output is None:
+        output = observe(job.messages[0].content, job.messages[1].content)
+    return ModelResult(
+        kind=job.kind, cycle_id=job.cycle_id, memory_key=job.memory_key, thread_id=job.thread_id,
+        request_hash=job.request_hash, ok=ok, output=output if ok else None, error=error,
+        model=job.model, started_at=job.created_at,
+        completed_at=job.created_at + timedelta(milliseconds=ms),
+    )

@@ -1,0 +1,148 @@
+"""The real broker for the integration tests: started once per run, never skipped.
+
+The broker is `infra.broker.Broker` (Kafka 4.0.2 from Maven Central) on free ports in a fresh
+temporary directory.  If it does not come up, the run fails with the broker's own log.  Each
+test gets its own namespace (topics, consumer group, state) and its own worker processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from infra.broker import Broker, BrokerError, free_port
+from streams.settings import load_settings
+from streams.topics import ensure_topics
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory):
+    b = Broker(tmp_path_factory.mktemp("kafka"), port=free_port(), controller_port=free_port())
+    b.start()
+    try:
+        asyncio.run(b.wait_ready(timeout=120))
+    except BrokerError as exc:
+        b.stop()
+        pytest.exit(f"the Kafka broker did not start: {exc}", returncode=3)
+    yield b
+    b.stop()
+
+
+class Worker:
+    """`om worker` as a child process, in its own process group (so SIGKILL takes it all)."""
+
+    def __init__(self, config: Path, log: Path) -> None:
+        self.config, self.log, self.proc = config, log, None
+
+    def start(self) -> Worker:
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "streams.cli", "--config", str(self.config), "worker"],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO,
+                start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        return self
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def tail(self, chars: int = 3000) -> str:
+        return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
+
+
+CONFIG = """
+[omstream]
+namespace = "{namespace}"
+bootstrap = "{bootstrap}"
+partitions = 2
+data_dir = "{data}"
+retry_base_ms = 50
+model_retries = 2
+model_concurrency = 2
+
+[observationalMemory]
+tokenCounter = "tokenx"
+
+[observationalMemory.observation]
+model = "scripted/observer"
+messageTokens = {message_tokens}
+bufferTokens = false
+"""
+
+
+class Env:
+    """One namespace on the session broker: its settings and its worker processes."""
+
+    def __init__(self, broker: Broker, root: Path, message_tokens: int) -> None:
+        root.mkdir(parents=True)
+        self.root = root
+        self.config = root / "om.toml"
+        self.config.write_text(CONFIG.format(
+            namespace=f"t{uuid.uuid4().hex[:10]}", bootstrap=broker.bootstrap,
+            data=root / "data", message_tokens=message_tokens))
+        self.settings = load_settings(self.config)
+        asyncio.run(ensure_topics(self.settings))
+        self.workers: list[Worker] = []
+
+    def start_worker(self) -> Worker:
+        w = Worker(self.config, self.root / f"worker{len(self.workers)}.log").start()
+        self.workers.append(w)
+        return w
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {w.log.name}\n{w.tail()}" for w in self.workers)
+
+
+@pytest.fixture
+def new_env(broker, tmp_path, request):
+    """A factory of fresh namespaces; workers are stopped (and their logs shown on failure)."""
+    envs: list[Env] = []
+
+    def make(message_tokens: int = 1000) -> Env:
+        env = Env(broker, tmp_path / f"env{len(envs)}", message_tokens)
+        envs.append(env)
+        return env
+
+    yield make
+    failed = getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed
+    for env in envs:
+        for w in env.workers:
+            w.stop()
+        if failed:
+            print(env.logs())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, f"rep_{rep.when}", rep)
+
+
+async def wait_for(predicate, timeout: float, what: str, interval: float = 0.25):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await predicate() if asyncio.iscoroutinefunction(predicate) else predicate():
+            return
+        await asyncio.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

@@ -1,0 +1,83 @@
+"""Reading a namespace's topics back in the integration tests."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import orjson
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from projections.feed import ProjectionFeed
+from schemas.codec import decode_event
+from streams.topics import Topics, partitions_of
+
+
+async def read_all(settings, topic: str, idle: float = 1.5) -> list:
+    """Every record of a topic, from the start, until it has been quiet for `idle` seconds."""
+    layout = await partitions_of(settings.bootstrap, [topic])
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        parts = [TopicPartition(topic, p) for p in layout[topic]]
+        consumer.assign(parts)
+        await consumer.seek_to_beginning(*parts)
+        end = await consumer.end_offsets(parts)
+        out, quiet_since = [], time.monotonic()
+        while True:
+            batch = await consumer.getmany(timeout_ms=300)
+            records = [r for rs in batch.values() for r in rs]
+            out += records
+            positions = [await consumer.position(tp) for tp in parts]
+            done = all(pos >= end[tp] for pos, tp in zip(positions, parts))
+            if records:
+                quiet_since = time.monotonic()
+            elif done and time.monotonic() - quiet_since > idle:
+                return out
+    finally:
+        await consumer.stop()
+
+
+async def events(settings) -> list:
+    return [decode_event(r.value) for r in await read_all(settings, Topics(settings.namespace).events, idle=0.3)]
+
+
+async def final_states(settings) -> dict[str, dict]:
+    """The last state per memory key, read from the table's changelog (what a restart restores)."""
+    records = await read_all(settings, f"{settings.app_id}-state-changelog", idle=0.3)
+    return {r.key.decode(): orjson.loads(r.value) for r in records if r.value}
+
+
+def expected_cycles(messages, counter, threshold: int) -> int:
+    """An independent oracle: blocking cycles fire whenever the unobserved total reaches the threshold."""
+    from streams.engine.tokens import count_message, count_messages
+
+    cycles, pending = 0, []
+    for m in messages:
+        pending.append(count_message(m, counter))
+        if count_messages(pending) >= threshold:
+            cycles, pending = cycles + 1, []
+    return cycles
+
+
+async def settled_feed(settings, threads: dict[str, tuple[int, int]], *,
+                       timeout: float = 120.0) -> ProjectionFeed:
+    """A projection that has seen, per thread, (messages, completed cycles) and nothing in flight."""
+    feed = ProjectionFeed(settings)
+    await feed.start()
+    task = asyncio.create_task(feed.run())
+
+    def settled() -> bool:
+        for thread, (total, cycles) in threads.items():
+            view = feed.projection.threads.get(thread)
+            if view is None or view.blocked or len(view.messages) < total or view.cycles < cycles:
+                return False
+        return True
+
+    deadline = time.monotonic() + timeout
+    while not settled() and time.monotonic() < deadline:
+        await asyncio.sleep(0.3)
+    await asyncio.sleep(2.0)  # let any late event arrive before judging
+    task.cancel()
+    await feed.stop()
+    return feed

@@ -1,0 +1,172 @@
+"""The fold on its own: no broker, no model, no clock."""
+
+import ast
+from datetime import timedelta
+from pathlib import Path
+
+from schemas.control import StepStarted
+from streams.engine.fold import fold, new_state
+from tests.helpers import T0, engine, message, scripted_result
+
+KEY = "thread:t1"
+
+
+def run(inputs, config):
+    state = new_state(KEY, "t1", "u1")
+    events, jobs, rejected = [], [], []
+    for item in inputs:
+        out = fold(state, item, config)
+        state = out.state
+        events += out.events
+        jobs += out.jobs
+        rejected += out.rejected
+    return state, events, jobs, rejected
+
+
+def types(events):
+    return [e.type for e in events if e.type != "data-om-status"]
+
+
+def test_below_threshold_nothing_is_observed():
+    state, events, jobs, _ = run([message(0, words=20)], engine(500))
+    assert jobs == [] and types(events) == []
+    assert [e.type for e in events] == ["data-om-status"]
+    assert state.pending_ids == ("t1-m0",)
+
+
+def test_threshold_starts_a_blocking_observation_and_the_result_commits_it():
+    config = engine(500)
+    state, events, jobs, _ = run([message(i) for i in range(6)], config)
+    assert len(jobs) == 1 and types(events) == ["data-om-observation-start"]
+    job = jobs[0]
+    assert "## New Message History to Observe" in job.messages[1].content
+    covered = state.in_flight.message_ids
+    out = fold(state, scripted_result(job), config)
+    end = [e for e in out.events if e.type == "data-om-observation-end"][0]
+    assert end.data.observed_message_ids == covered
+    assert end.data.tokens_observed == state.in_flight.tokens
+    assert out.state.in_flight is None and out.state.pending == ()
+    assert out.state.cursor == message(5).created_at
+    assert out.state.observations.startswith("Date: Mar 3, 2025\n* 🔴 (09:00) User said: [0]")
+    assert end.data.observation_tokens == config.counter.count(out.state.observations)
+
+
+def test_messages_arriving_during_a_cycle_are_held_then_folded_in_order():
+    config = engine(500)
+    state, _, jobs, _ = run([message(i) for i in range(6)], config)
+    for i in range(6, 9):
+        state = fold(state, message(i), config).state
+    assert [h["id"] for h in state.held] == ["t1-m6", "t1-m7", "t1-m8"]
+    out = fold(state, scripted_result(jobs[0]), config)
+    assert out.state.held == ()
+    assert out.state.pending_ids == ("t1-m6", "t1-m7", "t1-m8")
+
+
+def test_second_boundary_is_appended_after_a_message_boundary_line():
+    config = engine(300)
+    state, jobs = new_state(KEY, "t1", "u1"), []
+    for i in range(12):
+        out = fold(state, message(i), config)
+        state = out.state
+        for job in out.jobs:
+            state = fold(state, scripted_result(job), config).state
+            jobs.append(job)
+    assert len(jobs) >= 2
+    assert state.observations.count("--- message boundary (2025-03-03T09:0") == len(jobs) - 1
+    assert "## Previous Observations" in jobs[1].messages[1].content
+
+
+def test_duplicate_message_is_ignored_and_a_conflicting_one_rejected():
+    config = engine(5000)
+    original = message(0)
+    changed = original.model_copy(update={"content": "something else"})
+    state, events, _, rejected = run([original, original, changed], config)
+    assert state.pending_ids == ("t1-m0",)
+    assert len(events) == 1
+    assert len(rejected) == 1 and "already used for a different message" in rejected[0].reason
+
+
+def test_failed_result_reports_and_leaves_messages_for_the_next_cycle():
+    config = engine(500)
+    state, _, jobs, _ = run([message(i) for i in range(6)], config)
+    out = fold(state, scripted_result(jobs[0], ok=False, error="RateLimitError: 429"), config)
+    failed = [e for e in out.events if e.type == "data-om-observation-failed"]
+    assert failed and failed[0].data.error == "RateLimitError: 429"
+    assert out.state.in_flight is None
+    assert len(out.state.pending) == 6
+    again = fold(out.state, message(6), config)
+    assert len(again.jobs) == 1
+    assert again.state.in_flight.message_ids == (*out.state.pending_ids, "t1-m6")
+
+
+def test_degenerate_output_fails_the_cycle():
+    config = engine(500)
+    state, _, jobs, _ = run([message(i) for i in range(6)], config)
+    loop = "<observations>\n" + "* 🔴 (09:00) the same line repeated again and again\n" * 200 + "</observations>"
+    out = fold(state, scripted_result(jobs[0], output=loop), config)
+    assert [e.type for e in out.events if e.type != "data-om-status"][0] == "data-om-observation-failed"
+    assert "degenerate" in out.events[0].data.error
+
+
+def test_stale_or_duplicate_result_is_recorded_and_ignored():
+    config = engine(500)
+    state, _, jobs, _ = run([message(i) for i in range(6)], config)
+    result = scripted_result(jobs[0])
+    applied = fold(state, result, config).state
+    again = fold(applied, result, config)
+    assert [e.type for e in again.events] == ["om-result-ignored"]
+    assert again.state.model_copy(update={"seq": applied.seq}) == applied
+
+
+def test_steps_check_thresholds_and_wait_for_the_message_they_follow():
+    config = engine(500)
+    first = StepStarted(thread_id="t1", step_number=0, at=T0, after_message_id="t1-m0")
+    early = StepStarted(thread_id="t1", step_number=0, at=T0 + timedelta(minutes=5), after_message_id="t1-m5")
+    # The second step overtakes messages 1-5 (another topic); it must act after message 5.
+    inputs = [message(0), first, early] + [message(i) for i in range(1, 6)]
+    state, events, jobs, _ = run(inputs, config)
+    assert state.steps_reported
+    statuses = [e for e in events if e.type == "data-om-status"]
+    assert [s.data.step_number for s in statuses] == [None, 0, 0]
+    assert len(jobs) == 1
+    assert state.in_flight.message_ids == tuple(f"t1-m{i}" for i in range(6))
+
+
+def test_folding_the_same_input_twice_gives_identical_logs():
+    config = engine(300)
+
+    def log():
+        state, out_log = new_state(KEY, "t1", "u1"), []
+        for i in range(15):
+            out = fold(state, message(i), config)
+            state = out.state
+            out_log += [e.model_dump_json() for e in out.events]
+            for job in out.jobs:
+                res = fold(state, scripted_result(job), config)
+                state = res.state
+                out_log += [e.model_dump_json() for e in res.events]
+        return out_log, state
+
+    assert log() == log()
+
+
+def test_event_ids_derive_from_key_and_sequence():
+    _, events, _, _ = run([message(i) for i in range(3)], engine(5000))
+    assert [e.seq for e in events] == [1, 2, 3]
+    assert len({e.event_id for e in events}) == 3
+
+
+def test_engine_imports_no_io():
+    engine_dir = Path(__file__).resolve().parents[2] / "streams" / "engine"
+    banned = {"faust", "aiokafka", "litellm", "asyncio", "time", "random", "socket", "os.path"}
+    for path in engine_dir.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            for name in names:
+                assert name.split(".")[0] not in banned, f"{path.name} imports {name}"
+        assert "datetime.now" not in path.read_text() and "uuid4" not in path.read_text(), path.name
