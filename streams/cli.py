@@ -29,7 +29,7 @@ def _settings(args: argparse.Namespace):
     return load_settings(args.config)
 
 
-def _broker(settings, args: argparse.Namespace | None = None):
+def _broker(settings):
     from infra.broker import Broker
 
     return Broker(settings.data_dir / "broker", port=settings.broker_port,
