@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-__all__ = ["SCHEMA_VERSION", "WireModel", "iso", "parse_iso"]
+__all__ = ["SCHEMA_VERSION", "WireModel", "iso"]
 
 #: Version of the wire format written by this build; newer records go to the dead-letter topic.
 SCHEMA_VERSION = 1
@@ -21,7 +21,6 @@ class WireModel(BaseModel):
         extra="forbid",
         alias_generator=to_camel,
         populate_by_name=True,
-        ser_json_timedelta="float",
     )
 
     def wire(self) -> dict:
@@ -34,7 +33,3 @@ def iso(ts: datetime) -> str:
     ts = ts.astimezone(timezone.utc)
     return ts.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
 
-
-def parse_iso(text: str) -> datetime:
-    ts = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)

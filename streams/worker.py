@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-from dataclasses import dataclass
 
 import faust
 import orjson
@@ -48,15 +47,11 @@ def dead_letter(*, code: str, reason: str, topic: str, partition: int, offset: i
     }, option=orjson.OPT_SORT_KEYS)
 
 
-@dataclass
-class _Outputs:
-    app: faust.App
-    topics: Topics
-
-    async def send_all(self, records: list[tuple[str, bytes, bytes]]) -> None:
-        futures = [await self.app.producer.send(topic, key, value, partition=None, timestamp=None,
-                                                headers=None) for topic, key, value in records]
-        await asyncio.gather(*futures)
+async def send_all(app: faust.App, records: list[tuple[str, bytes, bytes]]) -> None:
+    """Send every record and wait until the broker acknowledges all of them."""
+    futures = [await app.producer.send(topic, key, value, partition=None, timestamp=None, headers=None)
+               for topic, key, value in records]
+    await asyncio.gather(*futures)
 
 
 def _load_state(raw: bytes | None) -> MemoryState | None:
@@ -89,13 +84,12 @@ def build_app(settings: Settings) -> faust.App:
         "state", default=None, key_type=bytes, value_type=bytes, partitions=settings.partitions,
         options={"block_cache_size": 16 * 1024**2, "block_cache_compressed_size": 4 * 1024**2},
     )
-    outputs = _Outputs(app, topics)
     policy = RetryPolicy(retries=settings.model_retries, base_ms=settings.retry_base_ms)
 
     async def reject(message, code: str, reason: str) -> None:
         log.warning("dead-lettered", extra={"topic": message.topic, "offset": message.offset,
                                             "code": code, "reason": reason})
-        await outputs.send_all([(topics.dlq, message.key or b"", dead_letter(
+        await send_all(app, [(topics.dlq, message.key or b"", dead_letter(
             code=code, reason=reason, topic=message.topic, partition=message.partition,
             offset=message.offset, key=message.key, value=message.value))])
 
@@ -131,7 +125,7 @@ def build_app(settings: Settings) -> faust.App:
                     code="conflict", reason=refused.reason, topic=message.topic,
                     partition=message.partition, offset=message.offset, key=message.key,
                     value=message.value)))
-            await outputs.send_all(records)
+            await send_all(app, records)
             offsets = {**folded.state.offsets, message.topic: message.offset}
             state_table[kbytes] = folded.state.model_copy(update={"offsets": offsets}).model_dump_json().encode()
 
@@ -147,7 +141,7 @@ def build_app(settings: Settings) -> faust.App:
             result = await run_job(job, policy)
             log.info("model call", extra={"cycle": job.cycle_id, "kind": job.kind, "model": job.model,
                                           "ok": result.ok, "attempts": result.attempts})
-            await outputs.send_all([(topics.results, job.memory_key.encode(), encode(result))])
+            await send_all(app, [(topics.results, job.memory_key.encode(), encode(result))])
 
     app.om_state_table = state_table  # type: ignore[attr-defined]
     return app

@@ -3,8 +3,6 @@
 import asyncio
 from datetime import datetime, timezone
 
-import pytest
-
 from schemas.jobs import ChatMessage, ModelJob, request_hash
 from streams.engine.parsing import parse_observer_output
 from streams.models.calls import RetryPolicy, run_job
