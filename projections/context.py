@@ -9,15 +9,14 @@ re-sent event after a worker crash changes nothing.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.messages import Message
+from streams.engine.observations import append_observations, split_chunks
 
 __all__ = ["ContextProjection", "ThreadView", "context_messages"]
 
-BOUNDARY = "\n\n--- message boundary ({}) ---\n\n"
 PREAMBLE = "The following observations block contains your memory of past conversations with this user."
 INSTRUCTIONS = (
     "IMPORTANT: refer to specific details from these observations and personalise your answer.\n\n"
@@ -82,7 +81,7 @@ def context_messages(view: ThreadView, raw: list[Message]) -> list[dict[str, str
         chat.append({"role": "system", "content": f"{PREAMBLE}\n\n{INSTRUCTIONS}"})
         chat.append({"role": "system", "content": "<observations>"})
         # One message per boundary-delimited chunk keeps older chunks byte-identical (prompt caching).
-        for chunk in _chunks(view.observations):
+        for chunk in split_chunks(view.observations):
             chat.append({"role": "system", "content": chunk})
         if view.current_task:
             chat.append({"role": "system", "content": f"<current-task>\n{view.current_task}\n</current-task>"})
@@ -94,11 +93,6 @@ def context_messages(view: ThreadView, raw: list[Message]) -> list[dict[str, str
         role = "assistant" if message.role == "assistant" else ("system" if message.role == "system" else "user")
         chat.append({"role": role, "content": message.text()})
     return chat
-
-
-def _chunks(text: str) -> list[str]:
-    parts = re.split(r"\n{2,}--- message boundary \([^)]*\) ---\n{2,}", text)
-    return [p for p in parts if p]
 
 
 class ContextProjection:
@@ -136,10 +130,7 @@ class ContextProjection:
             view.cycles += 1
             view.observed.update(data.observed_message_ids)
             if data.observations:
-                view.observations = (
-                    data.observations if not view.observations
-                    else view.observations + BOUNDARY.format(data.cursor) + data.observations
-                )
+                view.observations = append_observations(view.observations, data.observations, data.cursor)
             view.cursor = data.cursor
             view.generation = data.generation
             view.current_task = data.current_task

@@ -50,7 +50,8 @@ from schemas.jobs import ChatMessage, ModelJob, ModelResult, request_hash
 from schemas.messages import Message
 
 from . import ids
-from .parsing import parse_observer_output
+from .observations import append_observations
+from .parsing import ObserverOutput, parse_observer_output
 from .prompts import observer_system_prompt, observer_user_prompt
 from .state import Cycle, MemoryState, PendingMessage
 from .tokens import Counter, count_message, count_messages, get_counter
@@ -59,7 +60,6 @@ from .transcript import TranscriptLine, render_transcript
 __all__ = ["EngineConfig", "Folded", "Input", "Rejected", "fold", "memory_key", "new_state"]
 
 Input = Union[Message, StepStarted, TurnEnded, ModelResult]
-BOUNDARY = "\n\n--- message boundary ({}) ---\n\n"
 
 
 @dataclass(frozen=True)
@@ -353,15 +353,17 @@ def _on_result(step: _Step, result: ModelResult) -> None:
             record_id=step.record_id, thread_id=step.state.thread_id,
         ), done)
         return
-    _commit_observation(step, cycle, parsed.observations, parsed, done, duration)
+    _commit_observation(step, cycle, parsed, done, duration)
 
 
-def _commit_observation(step, cycle: Cycle, text: str, parsed, done: datetime, duration: int) -> None:
+def _commit_observation(step: _Step, cycle: Cycle, parsed: ObserverOutput, done: datetime,
+                        duration: int) -> None:
     state, config = step.state, step.config
+    text = parsed.observations
     covered = set(cycle.message_ids)
     observed = [m for m in state.pending if m.id in covered]
     cursor = max(m.created_at for m in observed)
-    joined = text if not state.observations else state.observations + BOUNDARY.format(iso(cursor)) + text
+    joined = append_observations(state.observations, text, iso(cursor))
     step.update(
         observations=joined,
         observation_tokens=config.counter.count(joined),
