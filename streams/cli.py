@@ -29,19 +29,14 @@ def _settings(args: argparse.Namespace):
     return load_settings(args.config)
 
 
-def _broker(settings):
-    from infra.broker import Broker
-
-    return Broker(settings.data_dir / "broker", port=settings.broker_port,
-                  controller_port=settings.controller_port)
-
-
 # --- broker -----------------------------------------------------------------------------------
 def cmd_broker(args: argparse.Namespace) -> int:
     from infra.broker import BrokerError, ensure_jars
 
+    from .processes import local_broker
+
     settings = _settings(args)
-    broker = _broker(settings)
+    broker = local_broker(settings)
     try:
         if args.action == "jars":
             print(ensure_jars(quiet=False))

@@ -9,36 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
-import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
+from .processes import local_broker, start_child, stop_child
 from .settings import Settings
 
-__all__ = ["run_demo", "start_child"]
-
-
-def start_child(settings: Settings, command: str, log: Path) -> subprocess.Popen:
-    args = [sys.executable, "-m", "streams.cli"]
-    if settings.config_file:
-        args += ["--config", str(settings.config_file)]
-    env = {**os.environ, "OM_DATA_DIR": str(settings.data_dir)}
-    with open(log, "ab") as out:
-        return subprocess.Popen([*args, command], stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+__all__ = ["run_demo"]
 
 
 def _get(url: str) -> dict | None:
@@ -50,14 +29,11 @@ def _get(url: str) -> dict | None:
 
 
 def run_demo(settings: Settings, conversation: Path, *, stay: bool) -> int:
-    from infra.broker import Broker
-
     from .cli import produce_file, read_conversation, tail
     from .topics import ensure_topics
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    broker = Broker(settings.data_dir / "broker", port=settings.broker_port,
-                    controller_port=settings.controller_port)
+    broker = local_broker(settings)
     owned_broker = broker.pid() is None
     print("1/5 resolving Kafka from Maven Central and starting the broker ...", flush=True)
     if owned_broker:
@@ -97,7 +73,7 @@ def run_demo(settings: Settings, conversation: Path, *, stay: bool) -> int:
         return 0
     finally:
         for child in children:
-            _stop(child)
+            stop_child(child)
         if owned_broker:
             broker.stop()
 

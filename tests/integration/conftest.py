@@ -8,20 +8,15 @@ test gets its own namespace (topics, consumer group, state) and its own worker p
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
 from infra.broker import Broker, BrokerError, free_port
+from streams.processes import start_child, stop_child
 from streams.settings import load_settings
 from streams.topics import ensure_topics
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
@@ -40,30 +35,15 @@ def broker(tmp_path_factory):
 class Worker:
     """`om worker` as a child process, in its own process group (so SIGKILL takes it all)."""
 
-    def __init__(self, config: Path, log: Path) -> None:
-        self.config, self.log, self.proc = config, log, None
-
-    def start(self) -> Worker:
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "streams.cli", "--config", str(self.config), "worker"],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO,
-                start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-        return self
+    def __init__(self, settings, log: Path) -> None:
+        self.log = log
+        self.proc = start_child(settings, "worker", log)
 
     def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+        stop_child(self.proc, kill=True)
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop_child(self.proc)
 
     def tail(self, chars: int = 3000) -> str:
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
@@ -104,7 +84,7 @@ class Env:
         self.workers: list[Worker] = []
 
     def start_worker(self) -> Worker:
-        w = Worker(self.config, self.root / f"worker{len(self.workers)}.log").start()
+        w = Worker(self.settings, self.root / f"worker{len(self.workers)}.log")
         self.workers.append(w)
         return w
 
