@@ -1,9 +1,12 @@
 """Properties of the fold over random interleavings of messages and (late, duplicated, failed) results."""
 
+import json
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streams.engine.fold import fold, new_state
+from streams.engine.tokens import count_message
 from tests.helpers import engine, message, scripted_result
 
 CONFIG = engine(400)
@@ -56,7 +59,6 @@ def test_every_message_reaches_the_context_exactly_once(case):
     observed = []
     for line in log:
         if '"data-om-observation-end"' in line:
-            import json
             observed += json.loads(line)["data"]["observed_message_ids"]
     raw = [m.id for m in state.pending]
     assert sorted(observed + raw) == sorted(m.id for m in messages)
@@ -81,5 +83,4 @@ def test_pending_tokens_are_counted_once(case):
     state, _, _ = simulate(messages, deliveries, fates)
     expected = {m.id: m for m in messages}
     for pending in state.pending:
-        from streams.engine.tokens import count_message
         assert pending.tokens == count_message(expected[pending.id], CONFIG.counter)
