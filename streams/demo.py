@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
 import time
 import urllib.request
@@ -28,10 +29,18 @@ def _get(url: str) -> dict | None:
         return None
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def run_demo(settings: Settings, conversation: Path, *, stay: bool) -> int:
     from .cli import produce_file, read_conversation, tail
     from .topics import ensure_topics
 
+    # Ctrl-C or SIGTERM stops what the demo started, even when a shell that started it in the
+    # background left SIGINT ignored.
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     broker = local_broker(settings)
     owned_broker = broker.pid() is None
