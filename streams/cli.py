@@ -7,6 +7,7 @@
     om serve                   the HTTP read side (context windows)
     om produce FILE.jsonl      send chat messages
     om tail                    print lifecycle events as they happen
+    om simulate CONV.jsonl     the engine over a conversation file, without a broker
 """
 
 from __future__ import annotations
@@ -202,6 +203,23 @@ def cmd_tail(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from schemas.config import load_om_config
+
+    from .settings import read_config_file
+    from .simulate import run
+
+    try:
+        om = load_om_config(read_config_file(Path(args.config)) if args.config else True)
+        summary = run(Path(args.conversation), om, out=args.out, parity=args.parity,
+                      measured_time=args.measured_time, timeline=args.timeline)
+    except (OSError, ValueError) as exc:
+        print(f"om simulate: {exc}", file=sys.stderr)
+        return 2
+    print(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode(), file=sys.stderr)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
@@ -238,6 +256,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("produce", help="send chat messages from a JSON-lines file")
     p.add_argument("file", help="one message per line: {threadId, role, content, createdAt, ...}")
     p.set_defaults(func=cmd_produce)
+
+    p = sub.add_parser("simulate", help="run the engine over a conversation file, without a broker")
+    p.add_argument("conversation", help="JSON lines: {threadId, resourceId?, role, content, createdAt, id?}")
+    p.add_argument("--config", help="observationalMemory options (JSON, TOML or YAML)")
+    p.add_argument("--out", type=Path, help="write every emitted event as JSON lines here")
+    p.add_argument("--parity", action="store_true",
+                   help="count with tokenx and render dates in UTC, like the original")
+    p.add_argument("--timeline", action="store_true", help="print status and cycle lines")
+    p.add_argument("--measured-time", action="store_true",
+                   help="keep the model calls' measured durations (the log is then not reproducible)")
+    p.set_defaults(func=cmd_simulate)
 
     p = sub.add_parser("tail", help="print lifecycle events as they happen")
     p.add_argument("--thread", help="only this thread")

@@ -52,7 +52,12 @@ from schemas.messages import Message
 from . import ids
 from .observations import append_observations
 from .parsing import ObserverOutput, parse_observer_output
-from .prompts import observer_system_prompt, observer_user_prompt
+from .prompts import (
+    observer_system_prompt,
+    observer_user_prompt,
+    reflector_system_prompt,
+    reflector_user_prompt,
+)
 from .state import Cycle, MemoryState, PendingMessage
 from .tokens import Counter, count_message, count_messages, get_counter
 from .transcript import TranscriptLine, render_transcript
@@ -75,6 +80,10 @@ class EngineConfig:
     @property
     def message_tokens(self) -> int:
         return self.om.observation.message_tokens
+
+    @property
+    def reflection_tokens(self) -> int:
+        return self.om.reflection.observation_tokens
 
     @property
     def marker_config(self) -> MarkerConfig:
@@ -260,23 +269,40 @@ def _release_held(step: _Step) -> None:
     _unpark(step)
 
 
-# --- thresholds and observation ---------------------------------------------------------------
+# --- the check a step (or message) runs -------------------------------------------------------
 def _pending_tokens(state: MemoryState) -> int:
     return count_messages([m.tokens for m in state.pending])
 
 
+def _reflection_due(state: MemoryState, config: EngineConfig) -> bool:
+    tokens = state.observation_tokens
+    return tokens >= config.reflection_tokens and state.reflection_suppressed_at != tokens
+
+
 def _check_thresholds(step: _Step, now: datetime, step_number: int | None) -> None:
-    if _pending_tokens(step.state) >= step.config.message_tokens:
-        _start_observation(step, now)
-    _emit_status(step, now, step_number)
+    """Reflect if due, then observe if due, then report: the order of the original's step."""
+    if _reflection_due(step.state, step.config):
+        _start_reflection(step, now, phase="before-observe", step_number=step_number)
+    else:
+        _resume(step, now, "before-observe", step_number)
+
+
+def _resume(step: _Step, now: datetime, after: str, step_number: int | None) -> None:
+    """Continue a check after its phase `after` has finished (at once, or when a cycle ended)."""
+    state, config = step.state, step.config
+    if after == "before-observe" and _pending_tokens(state) >= config.message_tokens:
+        _start_observation(step, now, step_number)
+    elif after == "observe" and _reflection_due(state, config):
+        _start_reflection(step, now, phase="after-observe", step_number=step_number)
+    else:
+        _emit_status(step, now, step_number)
 
 
 def _emit_status(step: _Step, now: datetime, step_number: int | None) -> None:
     state, config = step.state, step.config
     windows = Windows(active=ActiveWindows(
         messages=TokenWindow(tokens=_pending_tokens(state), threshold=config.message_tokens),
-        observations=TokenWindow(
-            tokens=state.observation_tokens, threshold=config.om.reflection.observation_tokens),
+        observations=TokenWindow(tokens=state.observation_tokens, threshold=config.reflection_tokens),
     ))
     step.emit(Status, StatusData(
         windows=windows, record_id=step.record_id, thread_id=state.thread_id,
@@ -284,6 +310,43 @@ def _emit_status(step: _Step, now: datetime, step_number: int | None) -> None:
     ), now)
 
 
+def _job(step: _Step, cycle: Cycle, model: str, messages: tuple[ChatMessage, ...],
+         settings: dict) -> ModelJob:
+    state = step.state
+    return ModelJob(
+        kind=cycle.kind, cycle_id=cycle.cycle_id, memory_key=state.memory_key,
+        thread_id=state.thread_id, generation=state.generation,
+        cursor=iso(state.cursor) if state.cursor else None, model=model, messages=messages,
+        settings=settings, request_hash=request_hash(model, messages, settings),
+        created_at=cycle.started_at,
+    )
+
+
+def _outcome_time(step: _Step, cycle: Cycle, result: ModelResult) -> tuple[datetime, int]:
+    """The cycle's start plus the model call's own duration, so the log does not depend on
+    when the worker happened to read the result."""
+    duration = max(0, round((result.completed_at - result.started_at).total_seconds() * 1000))
+    return step.now(cycle.started_at + timedelta(milliseconds=duration)), duration
+
+
+def _on_result(step: _Step, result: ModelResult) -> None:
+    cycle = step.state.in_flight
+    if cycle is None or cycle.cycle_id != result.cycle_id:
+        at = step.now(step.state.clock or result.completed_at)
+        step.emit(ResultIgnored, ResultIgnoredData(
+            cycle_id=result.cycle_id, kind=result.kind,
+            reason="no cycle waits for this result (a late or duplicate delivery)",
+        ), at)
+        return
+    done, duration = _outcome_time(step, cycle, result)
+    step.update(in_flight=None)
+    if cycle.kind == "reflect":
+        _on_reflection_result(step, cycle, result, done, duration)
+    else:
+        _on_observation_result(step, cycle, result, done, duration)
+
+
+# --- observation ------------------------------------------------------------------------------
 def _observer_request(state: MemoryState, config: EngineConfig) -> tuple[ChatMessage, ...]:
     transcript = render_transcript(
         (TranscriptLine(m.created_at, m.role.capitalize(), m.text) for m in state.pending),
@@ -302,44 +365,36 @@ def _observer_request(state: MemoryState, config: EngineConfig) -> tuple[ChatMes
     )
 
 
-def _start_observation(step: _Step, now: datetime) -> None:
+def _start_observation(step: _Step, now: datetime, step_number: int | None) -> None:
     state, config = step.state, step.config
     tokens = _pending_tokens(state)
     cycle = Cycle(
         cycle_id=ids.cycle_id(state.memory_key, state.seq + 1), kind="observe",
         message_ids=state.pending_ids, tokens=tokens, started_at=now, generation=state.generation,
+        phase="observe", step_number=step_number,
     )
     step.emit(ObservationStart, ObservationStartData(
         cycle_id=cycle.cycle_id, operation_type="observation", started_at=now,
         tokens_to_observe=tokens, record_id=step.record_id, thread_id=state.thread_id,
         thread_ids=(state.thread_id,), config=config.marker_config,
     ), now)
-    messages = _observer_request(state, config)
-    settings = dict(config.om.observation.model_settings)
     model = config.om.observer_model
-    step.jobs.append(ModelJob(
-        kind="observe", cycle_id=cycle.cycle_id, memory_key=state.memory_key,
-        thread_id=state.thread_id, generation=state.generation,
-        cursor=iso(state.cursor) if state.cursor else None, model=model, messages=messages,
-        settings=settings, request_hash=request_hash(model, messages, settings), created_at=now,
-    ))
+    settings = dict(config.om.observation.model_settings)
+    step.jobs.append(_job(step, cycle, model, _observer_request(state, config), settings))
     step.update(in_flight=cycle)
 
 
-def _on_result(step: _Step, result: ModelResult) -> None:
-    cycle = step.state.in_flight
-    if cycle is None or cycle.cycle_id != result.cycle_id:
-        at = step.now(step.state.clock or result.completed_at)
-        step.emit(ResultIgnored, ResultIgnoredData(
-            cycle_id=result.cycle_id, kind=result.kind,
-            reason="no cycle waits for this result (a late or duplicate delivery)",
-        ), at)
-        return
-    # Event time of the outcome: the cycle's start plus the model call's own duration, so the
-    # log does not depend on when the worker happened to read the result.
-    duration = max(0, round((result.completed_at - result.started_at).total_seconds() * 1000))
-    done = step.now(cycle.started_at + timedelta(milliseconds=duration))
-    step.update(in_flight=None)
+def _failed(step: _Step, cycle: Cycle, operation: str, error: str, done: datetime,
+            duration: int) -> None:
+    step.emit(ObservationFailed, ObservationFailedData(
+        cycle_id=cycle.cycle_id, operation_type=operation, failed_at=done, duration_ms=duration,
+        tokens_attempted=cycle.tokens, error=error[:2000], record_id=step.record_id,
+        thread_id=step.state.thread_id,
+    ), done)
+
+
+def _on_observation_result(step: _Step, cycle: Cycle, result: ModelResult, done: datetime,
+                           duration: int) -> None:
     parsed = parse_observer_output(result.output or "") if result.ok else None
     error = result.error
     if parsed is not None and parsed.degenerate:
@@ -347,13 +402,12 @@ def _on_result(step: _Step, result: ModelResult) -> None:
     elif parsed is not None and not parsed.observations:
         error = "Observer returned no observations"
     if parsed is None or error:
-        step.emit(ObservationFailed, ObservationFailedData(
-            cycle_id=cycle.cycle_id, operation_type="observation", failed_at=done,
-            duration_ms=duration, tokens_attempted=cycle.tokens, error=(error or "")[:2000],
-            record_id=step.record_id, thread_id=step.state.thread_id,
-        ), done)
+        # The messages stay unobserved for the next cycle; the check reports and ends.
+        _failed(step, cycle, "observation", error or "", done, duration)
+        _emit_status(step, done, cycle.step_number)
         return
     _commit_observation(step, cycle, parsed, done, duration)
+    _resume(step, done, "observe", cycle.step_number)
 
 
 def _commit_observation(step: _Step, cycle: Cycle, parsed: ObserverOutput, done: datetime,
@@ -382,3 +436,100 @@ def _commit_observation(step: _Step, cycle: Cycle, parsed: ObserverOutput, done:
         observed_message_ids=cycle.message_ids, cursor=iso(step.state.cursor),
         generation=state.generation,
     ), done)
+
+
+# --- reflection (spec §6.7, §8.3) -------------------------------------------------------------
+def compression_start_level(model: str, *, manual: bool = False) -> int:
+    """Gemini 2.5 Flash compresses weakly at level 1, so it starts one level up; manual at 0."""
+    if manual:
+        return 0
+    return 2 if "gemini-2.5-flash" in model else 1
+
+
+def _start_reflection(step: _Step, now: datetime, *, phase: str, step_number: int | None,
+                      level: int | None = None, previous: Cycle | None = None) -> None:
+    state, config = step.state, step.config
+    model = config.om.reflector_model
+    start = compression_start_level(model)
+    cycle = Cycle(
+        cycle_id=ids.cycle_id(state.memory_key, state.seq + 1), kind="reflect", message_ids=(),
+        tokens=state.observation_tokens, started_at=now, generation=state.generation,
+        phase=phase, step_number=step_number,
+        level=start if level is None else level,
+        max_level=min(4, start + 3) if previous is None else previous.max_level,
+        best=previous.best if previous else None,
+        best_suggested_response=previous.best_suggested_response if previous else None,
+    )
+    step.emit(ObservationStart, ObservationStartData(
+        cycle_id=cycle.cycle_id, operation_type="reflection", started_at=now,
+        tokens_to_observe=cycle.tokens, record_id=step.record_id, thread_id=state.thread_id,
+        thread_ids=(state.thread_id,), config=config.marker_config,
+    ), now)
+    hints = config.om.observation.continuation_hints
+    messages = (
+        ChatMessage(role="system", content=reflector_system_prompt(
+            continuation_hints=hints, instruction=config.om.reflection.instruction)),
+        ChatMessage(role="user", content=reflector_user_prompt(
+            observations=state.observations, level=cycle.level, continuation_hints=hints)),
+    )
+    settings = dict(config.om.reflection.model_settings)
+    step.jobs.append(_job(step, cycle, model, messages, settings))
+    step.update(in_flight=cycle)
+
+
+def _on_reflection_result(step: _Step, cycle: Cycle, result: ModelResult, done: datetime,
+                          duration: int) -> None:
+    config = step.config
+    parsed = parse_observer_output(result.output or "") if result.ok else None
+    if parsed is None:
+        _reflection_gave_up(step, cycle, result.error or "", done, duration)
+        return
+    acceptable = not parsed.degenerate and bool(parsed.observations)
+    tokens = config.counter.count(parsed.observations) if acceptable else cycle.tokens
+    best, best_hint = cycle.best, cycle.best_suggested_response
+    if acceptable and (best is None or tokens < config.counter.count(best)):
+        best, best_hint = parsed.observations, parsed.suggested_response
+    last = cycle.level >= cycle.max_level
+    if acceptable and tokens < config.reflection_tokens:
+        _commit_reflection(step, cycle, parsed.observations, parsed.suggested_response, done, duration)
+    elif last and best is not None:
+        _commit_reflection(step, cycle, best, best_hint, done, duration)
+    elif last:
+        reason = "degenerate" if parsed.degenerate else "empty"
+        _reflection_gave_up(
+            step, cycle, f"Reflector produced {reason} output after "
+            f"{cycle.max_level - compression_start_level(config.om.reflector_model) + 1} "
+            "attempt(s)", done, duration)
+    else:
+        _failed(step, cycle, "reflection",
+                f"Did not compress below threshold ({cycle.tokens} → {tokens}, target: "
+                f"{config.reflection_tokens}), retrying at level {cycle.level + 1}", done, duration)
+        retry = cycle.model_copy(update={"best": best, "best_suggested_response": best_hint})
+        _start_reflection(step, done, phase=cycle.phase, step_number=cycle.step_number,
+                          level=cycle.level + 1, previous=retry)
+
+
+def _reflection_gave_up(step: _Step, cycle: Cycle, error: str, done: datetime, duration: int) -> None:
+    _failed(step, cycle, "reflection", error, done, duration)
+    step.update(reflection_suppressed_at=cycle.tokens)
+    _resume(step, done, cycle.phase, cycle.step_number)
+
+
+def _commit_reflection(step: _Step, cycle: Cycle, text: str, suggested: str | None,
+                       done: datetime, duration: int) -> None:
+    """A new generation whose observations are the reflection; the messages are untouched."""
+    state, config = step.state, step.config
+    tokens = config.counter.count(text)
+    step.update(
+        generation=state.generation + 1, observations=text, observation_tokens=tokens,
+        suggested_response=suggested or state.suggested_response,
+        reflection_suppressed_at=tokens if tokens >= config.reflection_tokens else None,
+    )
+    step.emit(ObservationEnd, ObservationEndData(
+        cycle_id=cycle.cycle_id, operation_type="reflection", completed_at=done,
+        duration_ms=duration, tokens_observed=cycle.tokens, observation_tokens=tokens,
+        observations=text, suggested_response=suggested, record_id=step.record_id,
+        thread_id=state.thread_id, cursor=iso(state.cursor) if state.cursor else None,
+        generation=step.state.generation,
+    ), done)
+    _resume(step, done, cycle.phase, cycle.step_number)

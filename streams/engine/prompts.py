@@ -7,7 +7,13 @@ The headings and tags are a contract: parsers, the scripted models and users rel
 
 from __future__ import annotations
 
-__all__ = ["observer_system_prompt", "observer_user_prompt"]
+__all__ = [
+    "COMPRESSION_GUIDANCE",
+    "observer_system_prompt",
+    "observer_user_prompt",
+    "reflector_system_prompt",
+    "reflector_user_prompt",
+]
 
 _ROLE = """You are the memory of an AI assistant. You watch its conversations and write down \
 what it must remember. Your observations are the assistant's only memory of everything that is \
@@ -93,3 +99,70 @@ def observer_user_prompt(
         "previous observations. Use the output format."
     )
     return "\n\n---\n\n".join(blocks)
+
+
+# --- Reflector (spec §8.1, §8.2) ---------------------------------------------------------------
+_REFLECTOR_ROLE = """You are the same memory, now reflecting. Below are the instructions the \
+observing part of you follows; you receive everything it wrote. Rewrite the whole log: \
+reorganise it, merge related lines, draw connections, and notice whether the assistant went off \
+track and how it got back. What you write REPLACES the log entirely — whatever you leave out is \
+forgotten."""
+
+_REFLECTOR_RULES = """How to condense:
+- Keep dates and the times that matter; keep names, places, numbers and decisions.
+- Merge repeated actions into one line ("ran the tests 5 times on file x").
+- Keep ✅ markers with their concrete outcome.
+- Condense old material harder than recent material; keep recent detail.
+- What the user stated outranks what the user asked."""
+
+_REFLECTOR_HINTS = """After </observations>, add:
+<suggested-response>
+A short hint for the assistant's very next message.
+</suggested-response>"""
+
+#: Level → (heading, guidance); the headings are a contract (the scripted reflector reads them).
+COMPRESSION_GUIDANCE: dict[int, tuple[str, str]] = {
+    1: ("## COMPRESSION REQUIRED",
+        "Your last reflection was not smaller than its input. Condense the beginning more, keep "
+        "recent detail, merge tool calls, keep names, places and people and every ✅. Aim for "
+        "about 8/10 of the detail."),
+    2: ("## AGGRESSIVE COMPRESSION REQUIRED",
+        "Compress much harder: one arc per file or topic, no redundancy. Aim for about 6/10."),
+    3: ("## CRITICAL COMPRESSION REQUIRED",
+        "Turn the oldest 50-70 % into short paragraphs; drop procedural steps and superseded "
+        "facts; keep names, dates, decisions, errors, preferences and architecture. Aim for 4/10."),
+    4: ("## EXTREME COMPRESSION REQUIRED",
+        "Collapse every tool sequence into its outcome; at most two or three date groups per day; "
+        "one or two lines per old topic; only the final state. Aim for 2/10."),
+}
+
+
+def reflector_system_prompt(*, continuation_hints: bool = True, instruction: str | None = None) -> str:
+    parts = [
+        _REFLECTOR_ROLE,
+        f"<observational-memory-instruction>\n{_INSTRUCTIONS}\n</observational-memory-instruction>",
+        _REFLECTOR_RULES, _FORMAT, _SINGLE_THREAD,
+    ]
+    if continuation_hints:
+        parts.append(_REFLECTOR_HINTS)
+    prompt = "\n\n".join(parts)
+    if instruction:
+        prompt += f"\n\n=== CUSTOM INSTRUCTIONS ===\n\n{instruction}"
+    return prompt
+
+
+def reflector_user_prompt(*, observations: str, level: int, guidance: str | None = None,
+                          continuation_hints: bool = True) -> str:
+    """The log to rewrite, then the request, manual guidance and the compression level's heading."""
+    prompt = (
+        f"## OBSERVATIONS TO REFLECT ON\n\n{observations}\n\n---\n\n"
+        "Write a refined, condensed version of these observations. It becomes the entire memory."
+    )
+    if guidance:
+        prompt += f"\n\n## SPECIFIC GUIDANCE\n\n{guidance}"
+    if level in COMPRESSION_GUIDANCE:
+        heading, text = COMPRESSION_GUIDANCE[level]
+        prompt += f"\n\n{heading}\n\n{text}"
+    if not continuation_hints:
+        prompt += "\n\nOutput <observations> every time."
+    return prompt

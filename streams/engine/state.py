@@ -24,14 +24,27 @@ class PendingMessage(_Frozen):
 
 
 class Cycle(_Frozen):
-    """A model call in flight: what it covers and when (event time) it started."""
+    """A model call in flight: what it covers and when (event time) it started.
+
+    A blocking cycle belongs to the check that started it (a step, or a message when no steps
+    are reported): `phase` says where that check resumes when the cycle ends, and the check's
+    `data-om-status` is emitted only then, after the cycle's own events, as the original does.
+    """
 
     cycle_id: str
-    kind: str
+    kind: str  # observe | reflect
     message_ids: tuple[str, ...]
     tokens: int
     started_at: datetime
     generation: int
+    phase: str = "observe"  # before-observe | observe | after-observe
+    step_number: int | None = None
+    trigger: str = "turn-sync"  # manual | turn-sync | async-buffer
+    level: int = 0  # reflection compression level
+    max_level: int = 0
+    guidance: str | None = None
+    best: str | None = None  # smallest acceptable reflection so far (normative choice 4)
+    best_suggested_response: str | None = None
 
 
 class MemoryState(_Frozen):
@@ -53,6 +66,9 @@ class MemoryState(_Frozen):
     steps_reported: bool = False
     clock: datetime | None = None
     cycles_completed: int = 0
+    # Observation tokens at which a threshold reflection gave up (failed, or could not get below
+    # the threshold): it is not retried until the observations change (spec §6.7, §8.3).
+    reflection_suppressed_at: int | None = None
     # Input positions already folded into this state (topic -> offset), written by the edge in
     # the same table value, so a redelivered input after a crash is recognised and skipped.
     offsets: dict[str, int] = {}

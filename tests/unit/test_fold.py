@@ -127,9 +127,14 @@ def test_steps_check_thresholds_and_wait_for_the_message_they_follow():
     state, events, jobs, _ = run(inputs, config)
     assert state.steps_reported
     statuses = [e for e in events if e.type == "data-om-status"]
-    assert [s.data.step_number for s in statuses] == [None, 0, 0]
+    # The step that started the observation reports when the observation has ended.
+    assert [s.data.step_number for s in statuses] == [None, 0]
     assert len(jobs) == 1
     assert state.in_flight.message_ids == tuple(f"t1-m{i}" for i in range(6))
+    done = fold(state, scripted_result(jobs[0]), config)
+    assert [e.type for e in done.events] == ["data-om-observation-end", "data-om-status"]
+    assert done.events[-1].data.step_number == 0
+    assert done.events[-1].data.windows.active.messages.tokens == 0
 
 
 def test_folding_the_same_input_twice_gives_identical_logs():

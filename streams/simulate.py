@@ -1,0 +1,199 @@
+"""`om simulate`: the real fold and model calls over a conversation file, without a broker.
+
+A user can try a configuration on an exported conversation in seconds; we get a conformance
+harness that runs exactly the code the worker runs (the fold, litellm and the providers), minus
+Kafka.  A conversation is JSON lines `{threadId, resourceId?, role, content, createdAt, id?}`.
+Each user line drives a turn the way the scenarios were recorded: the user message, step 0 (the
+thresholds are checked here), the replies, the turn's end; every model job is run and its result
+folded before the next input ("settled" turns).
+
+Model calls are real; their durations are not, by default: results are stamped as taking 0 ms
+so that the same conversation and configuration always write the same event log
+(`--measured-time` keeps the measured durations).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter as Tally
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from tqdm import tqdm
+
+from schemas.codec import encode
+from schemas.config import OmConfig
+from schemas.control import StepStarted, TurnEnded
+from schemas.jobs import ModelJob, ModelResult
+from schemas.messages import Message
+
+from .engine.fold import EngineConfig, Input, fold, memory_key, new_state
+from .engine.state import MemoryState
+from .models.calls import RetryPolicy, run_job
+
+__all__ = ["Simulation", "format_timeline", "read_conversation", "simulate"]
+
+
+def read_conversation(path: Path) -> list[Message]:
+    """The messages of a conversation file; lines without an id get `<threadId>-<line>`."""
+    messages = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+        if not line.strip():
+            continue
+        try:
+            raw = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{number + 1}: not JSON ({exc})") from None
+        raw.setdefault("id", f"{raw.get('threadId', 'thread')}-{number}")
+        try:
+            messages.append(Message.model_validate(raw))
+        except ValueError as exc:
+            raise ValueError(f"{path}:{number + 1}: {exc}") from None
+    return messages
+
+
+def turns(messages: Iterable[Message]) -> Iterator[Input]:
+    """The inputs an agent loop produces: each user message opens a turn with step 0."""
+    last: dict[str, Message] = {}
+    for message in messages:
+        previous = last.get(message.thread_id)
+        if message.role == "user" and previous is not None and previous.role != "user":
+            yield _turn_end(previous)
+        yield message
+        if message.role == "user":
+            yield StepStarted(thread_id=message.thread_id, resource_id=message.resource_id,
+                              step_number=0, at=message.created_at, after_message_id=message.id)
+        last[message.thread_id] = message
+    for message in last.values():
+        yield _turn_end(message)
+
+
+def _turn_end(message: Message) -> TurnEnded:
+    return TurnEnded(thread_id=message.thread_id, resource_id=message.resource_id,
+                     at=message.created_at, after_message_id=message.id)
+
+
+@dataclass
+class Simulation:
+    """States by memory key, and everything emitted, in order."""
+
+    config: EngineConfig
+    states: dict[str, MemoryState] = field(default_factory=dict)
+    events: list[Any] = field(default_factory=list)
+    jobs: list[ModelJob] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+
+    @staticmethod
+    def _new(key: str, event: Input) -> MemoryState:
+        # The simulator drives steps itself, so thresholds wait for steps from the first message.
+        state = new_state(key, event.thread_id, event.resource_id)
+        return state.model_copy(update={"steps_reported": True})
+
+    def feed(self, event: Input) -> list[ModelJob]:
+        if isinstance(event, ModelResult):
+            key = event.memory_key
+            state = self.states[key]
+        else:
+            key = memory_key(self.config.om, event.thread_id, event.resource_id)
+            state = self.states.get(key) or self._new(key, event)
+        out = fold(state, event, self.config)
+        self.states[key] = out.state
+        self.events.extend(out.events)
+        self.jobs.extend(out.jobs)
+        self.rejected.extend(r.reason for r in out.rejected)
+        return list(out.jobs)
+
+
+async def _settle(sim: Simulation, jobs: list[ModelJob], policy: RetryPolicy, measured: bool) -> None:
+    """Run jobs until none is left; a result may start the next cycle (a reflection, a retry)."""
+    while jobs:
+        job = jobs.pop(0)
+        result = await run_job(job, policy)
+        if not measured:
+            result = result.model_copy(update={"started_at": job.created_at,
+                                               "completed_at": job.created_at})
+        jobs.extend(sim.feed(result))
+
+
+async def simulate(messages: Iterable[Message], om: OmConfig, *, measured_time: bool = False,
+                   policy: RetryPolicy = RetryPolicy(), progress: Any = None) -> Simulation:
+    sim = Simulation(EngineConfig(om))
+    for event in turns(messages):
+        await _settle(sim, sim.feed(event), policy, measured_time)
+        if progress is not None and isinstance(event, Message):
+            progress()
+    return sim
+
+
+def parity_config(om: OmConfig) -> OmConfig:
+    """The original's counting and rendering: tokenx estimates, dates in UTC."""
+    return om.model_copy(update={"token_counter": "tokenx", "time_zone": "UTC"})
+
+
+def write_events(events: Iterable[Any], path: Path) -> None:
+    with path.open("wb") as out:
+        for event in events:
+            out.write(encode(event) + b"\n")
+
+
+def summary(sim: Simulation) -> dict[str, Any]:
+    calls = Tally(job.kind for job in sim.jobs)
+    return {
+        "events": dict(sorted(Tally(e.type for e in sim.events).items())),
+        "modelCalls": {"observer": calls["observe"], "reflector": calls["reflect"]},
+        "memories": {
+            key: {"generation": s.generation, "observationTokens": s.observation_tokens,
+                  "pendingMessages": len(s.pending)}
+            for key, s in sorted(sim.states.items())
+        },
+        "rejected": sim.rejected,
+    }
+
+
+def format_timeline(events: Iterable[Any]) -> list[str]:
+    """Status and cycle lines in the shape of the scenarios' recorded timelines."""
+    lines = []
+    for event in events:
+        d = event.data
+        if event.type == "data-om-status":
+            w = d.windows
+            bo, br = w.buffered.observations, w.buffered.reflection
+            lines.append(
+                f"{'status':<19}step={d.step_number} "
+                f"msgs={w.active.messages.tokens}/{w.active.messages.threshold} "
+                f"obs={w.active.observations.tokens}/{w.active.observations.threshold} "
+                f"bufObs={bo.chunks}ch/{bo.observation_tokens}t({bo.status}) "
+                f"proj={bo.projected_message_removal} "
+                f"bufRefl={br.input_observation_tokens}->{br.observation_tokens}({br.status}) "
+                f"gen={d.generation_count}")
+        elif event.type == "data-om-observation-start":
+            lines.append(
+                f"{'observation-start':<19}{d.operation_type} tokensToObserve={d.tokens_to_observe} "
+                f"thread={d.thread_id} threads=[{','.join(d.thread_ids)}]")
+        elif event.type == "data-om-observation-end":
+            lines.append(
+                f"{'observation-end':<19}{d.operation_type} tokensObserved={d.tokens_observed} "
+                f"observationTokens={d.observation_tokens} thread={d.thread_id}")
+        elif event.type == "data-om-observation-failed":
+            lines.append(
+                f"{'observation-failed':<19}{d.operation_type} tokensAttempted={d.tokens_attempted} "
+                f"error={d.error!r}")
+    return lines
+
+
+def run(conversation: Path, om: OmConfig, *, out: Path | None, parity: bool,
+        measured_time: bool, timeline: bool) -> dict[str, Any]:
+    """The `om simulate` command's work; returns the summary it prints."""
+    messages = read_conversation(conversation)
+    if parity:
+        om = parity_config(om)
+    with tqdm(total=len(messages), unit="msg", disable=None, leave=False) as bar:
+        sim = asyncio.run(simulate(messages, om, measured_time=measured_time, progress=bar.update))
+    if out is not None:
+        write_events(sim.events, out)
+    if timeline:
+        print("\n".join(format_timeline(sim.events)))
+    return summary(sim)
