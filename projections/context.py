@@ -128,12 +128,18 @@ class ContextProjection:
         elif event.type == "data-om-observation-end":
             view.in_flight.discard(data.cycle_id)
             view.cycles += 1
-            view.observed.update(data.observed_message_ids)
-            if data.observations:
-                view.observations = append_observations(view.observations, data.observations, data.cursor)
-            view.cursor = data.cursor
+            if data.operation_type == "reflection":
+                # A reflection is a new generation: its text replaces the whole log.
+                view.observations = data.observations or ""
+                view.suggested_response = data.suggested_response or view.suggested_response
+            else:
+                view.observed.update(data.observed_message_ids)
+                if data.observations:
+                    view.observations = append_observations(
+                        view.observations, data.observations, data.cursor)
+                view.cursor = data.cursor
+                view.current_task = data.current_task
+                view.suggested_response = data.suggested_response
             view.generation = data.generation
-            view.current_task = data.current_task
-            view.suggested_response = data.suggested_response
         return True
 

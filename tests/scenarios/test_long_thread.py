@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from schemas.codec import decode_event
+from projections.context import ContextProjection
 from schemas.config import load_om_config
 from streams.simulate import format_timeline, parity_config, read_conversation, run, simulate
 
@@ -71,3 +72,14 @@ def test_the_cli_writes_a_reproducible_event_log(tmp_path):
     assert logs[0] == logs[1]
     events = [decode_event(line) for line in logs[0].splitlines()]
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
+
+
+def test_the_context_projection_rebuilds_the_final_memory_from_the_log(run_once):
+    projection = ContextProjection()
+    for message in read_conversation(SCENARIO / "conversation.jsonl"):
+        projection.apply_message(message)
+    for event in run_once.events:
+        projection.apply_event(event)
+    view, state = projection.view("thread-long"), run_once.states["thread:thread-long"]
+    assert (view.generation, view.observations) == (state.generation, state.observations)
+    assert [m.id for m in view.unobserved()] == list(state.pending_ids)
