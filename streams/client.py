@@ -77,16 +77,17 @@ class OmClient:
     async def step_started(self, thread_id: str, *, step_number: int, resource_id: str | None = None,
                            model: str | None = None, at: datetime | None = None,
                            after_message_id: str | None = None) -> None:
-        await self._control(StepStarted(
+        await self.send_control(StepStarted(
             thread_id=thread_id, resource_id=resource_id, step_number=step_number, model=model,
             at=at or datetime.now(timezone.utc), after_message_id=after_message_id))
 
     async def turn_ended(self, thread_id: str, *, resource_id: str | None = None,
                          at: datetime | None = None, after_message_id: str | None = None) -> None:
-        await self._control(TurnEnded(thread_id=thread_id, resource_id=resource_id,
+        await self.send_control(TurnEnded(thread_id=thread_id, resource_id=resource_id,
                                       at=at or datetime.now(timezone.utc), after_message_id=after_message_id))
 
-    async def _control(self, record: StepStarted | TurnEnded) -> None:
+    async def send_control(self, record: StepStarted | TurnEnded) -> None:
+        """Send an agent-loop marker (keyed by its memory key, like the messages it follows)."""
         assert self._producer is not None, "use OmClient as an async context manager"
         await self._producer.send_and_wait(
             self.topics.control, encode(record), key=self._key(record.thread_id, record.resource_id))

@@ -61,6 +61,7 @@ from .prompts import (
 from .state import Cycle, MemoryState, PendingMessage
 from .tokens import Counter, count_message, count_messages, get_counter
 from .transcript import TranscriptLine, render_transcript
+from .truncation import truncate_observations
 
 __all__ = ["EngineConfig", "Folded", "Input", "Rejected", "fold", "memory_key", "new_state"]
 
@@ -353,12 +354,16 @@ def _observer_request(state: MemoryState, config: EngineConfig) -> tuple[ChatMes
         config.om.time_zone,
     )
     hints = config.om.observation.continuation_hints
+    budget = config.om.observation.previous_observer_tokens
+    previous, truncated = truncate_observations(
+        state.observations, None if budget is False else budget, config.counter.count)
     return (
         ChatMessage(role="system", content=observer_system_prompt(
             continuation_hints=hints, instruction=config.om.observation.instruction)),
         ChatMessage(role="user", content=observer_user_prompt(
             transcript=transcript,
-            previous_observations=state.observations,
+            previous_observations=previous,
+            truncated=truncated,
             current_task=state.current_task if hints else None,
             suggested_response=state.suggested_response if hints else None,
         )),

@@ -7,6 +7,8 @@ The headings and tags are a contract: parsers, the scripted models and users rel
 
 from __future__ import annotations
 
+from .truncation import TRUNCATION_NOTICE
+
 __all__ = [
     "COMPRESSION_GUIDANCE",
     "observer_system_prompt",
@@ -78,13 +80,16 @@ def observer_user_prompt(
     previous_observations: str = "",
     current_task: str | None = None,
     suggested_response: str | None = None,
+    truncated: bool = False,
 ) -> str:
     """Previous observations, prior hints, the new history, then the task (one user message)."""
     blocks: list[str] = []
     if previous_observations:
+        notice = f"\n\n{TRUNCATION_NOTICE}" if truncated else ""
         blocks.append(
             f"## Previous Observations\n\n{previous_observations}\n\n---\n\n"
             "These are already recorded. Do not repeat them: what you write now is appended to them."
+            + notice
         )
     prior = [f"- prior {name}: {value}" for name, value in
              (("current-task", current_task), ("suggested-response", suggested_response)) if value]

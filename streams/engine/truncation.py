@@ -1,0 +1,76 @@
+"""What the Observer is shown of the previous observations (spec §6.11, normative choice 3).
+
+The observer needs the recent log to avoid repeating itself and the important old lines
+(🔴 facts, ✅ outcomes) to stay consistent; it does not need everything.  Within
+`observation.previousObserverTokens` we keep a tail of recent lines plus as many of the newest
+important lines before it as fit, and mark each hidden run of lines.  Among the candidates that
+fit, more important lines win, then a longer tail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+__all__ = ["TRUNCATION_NOTICE", "truncate_observations"]
+
+TRUNCATION_NOTICE = (
+    "Previous observations were truncated for context budget reasons.\n"
+    "The main agent still has full memory context outside this observer window."
+)
+
+
+def _marker(hidden: int) -> str:
+    return f"[{hidden} observations truncated here]"
+
+
+def _render(lines: Sequence[str], kept: set[int]) -> str:
+    """Kept lines verbatim; a hidden run of two or more lines becomes one marker line."""
+    out: list[str] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        if len(run) == 1:
+            out.append(run[0])  # a marker would cost as much as the line it hides
+        elif run:
+            out.append(_marker(len(run)))
+        run.clear()
+
+    for i, line in enumerate(lines):
+        if i in kept:
+            flush()
+            out.append(line)
+        else:
+            run.append(line)
+    flush()
+    return "\n".join(out)
+
+
+def truncate_observations(text: str, budget: int | None, count: Callable[[str], int]) -> tuple[str, bool]:
+    """`(text shown to the observer, whether anything was cut)`; `budget` None = unlimited."""
+    if budget is None or not text:
+        return text, False
+    if budget == 0:
+        return "", True
+    if count(text) <= budget:
+        return text, False
+    lines = text.split("\n")
+    costs = [count(line) for line in lines]
+    important = [i for i, line in enumerate(lines) if "🔴" in line or "✅" in line]
+    suffix = [0] * (len(lines) + 1)
+    for i in range(len(lines) - 1, -1, -1):
+        suffix[i] = suffix[i + 1] + costs[i]
+    candidates: list[tuple[int, int, tuple[int, ...]]] = []  # (important kept, tail length, kept)
+    for start in range(1, len(lines)):
+        if suffix[start] > budget:
+            continue  # the tail alone does not fit
+        keep = [i for i in important if i < start][-(len(lines) - start):]
+        cost = suffix[start] + sum(costs[i] for i in keep)
+        while keep and cost > budget:
+            cost -= costs[keep.pop(0)]  # the oldest important line goes first
+        candidates.append((len(keep), len(lines) - start, (*keep, *range(start, len(lines)))))
+    # The exact count (markers and newlines included) decides; try the preferred candidates first.
+    for _, _, kept in sorted(candidates, reverse=True):
+        candidate = _render(lines, set(kept))
+        if count(candidate) <= budget:
+            return candidate, True
+    return _marker(len(lines)), True
