@@ -1,16 +1,37 @@
-"""The base of every wire model: frozen, camelCase on the wire, snake_case in Python."""
+"""The base of every wire model: frozen, camelCase on the wire, snake_case in Python.
+
+Everything that crosses a topic (messages, control records, model jobs and results, lifecycle
+events) is a `WireModel`, so one set of rules holds for all of them: unknown keys are refused
+(a typo is an error, not silently dropped data), unset optional fields are left out of the JSON,
+and times must carry a time zone (a naive time means a different instant on every host).
+"""
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-__all__ = ["SCHEMA_VERSION", "WireModel", "iso"]
+__all__ = ["SCHEMA_VERSION", "Count", "NonEmptyStr", "Timestamp", "WireModel", "iso"]
 
 #: Version of the wire format written by this build; newer records go to the dead-letter topic.
 SCHEMA_VERSION = 1
+
+
+def _aware(value: datetime) -> datetime:
+    if value.tzinfo is None:
+        raise ValueError("the time needs a time zone (use an ISO-8601 string ending in Z)")
+    return value
+
+
+#: An instant: ISO-8601 on the wire, always with a time zone.
+Timestamp = Annotated[datetime, AfterValidator(_aware)]
+#: A token count, a duration or any other quantity that cannot be negative.
+Count = Annotated[int, Field(ge=0)]
+#: An identifier: present and not empty.
+NonEmptyStr = Annotated[str, Field(min_length=1)]
 
 
 class WireModel(BaseModel):
@@ -32,4 +53,3 @@ def iso(ts: datetime) -> str:
     """JavaScript's `toISOString()`: UTC, millisecond precision, `Z` suffix."""
     ts = ts.astimezone(timezone.utc)
     return ts.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
-

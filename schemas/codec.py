@@ -1,5 +1,7 @@
 """Bytes to typed records and back; a record that cannot be read gets a named reason instead.
 
+`encode` is byte-stable (sorted keys, unset optional fields left out), so a record decoded and
+encoded again is the same bytes: ids and hashes computed from encodings do not drift.
 `decode_input` never raises: it returns the model, or a `DecodeFailure` whose `code` and
 `reason` go to the dead-letter topic together with the original bytes.
 """
@@ -7,28 +9,35 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Union
+from typing import Annotated, Literal, Union, get_args
 
 import orjson
 from pydantic import Field, TypeAdapter, ValidationError
 
 from .base import SCHEMA_VERSION, WireModel
-from .control import StepStarted, TurnEnded
+from .control import Control
 from .events import Event
 from .jobs import ModelJob, ModelResult
 from .messages import Message
 
-__all__ = ["DecodeFailure", "decode_event", "decode_input", "decode_job", "encode"]
+__all__ = [
+    "INPUT_TYPES", "DecodeFailure", "FailureCode", "InputRecord", "decode_event", "decode_input", "decode_job", "encode",
+]
 
-_Input = TypeAdapter(
-    Annotated[Union[Message, StepStarted, TurnEnded, ModelResult], Field(discriminator="type")]
-)
+#: A record of `<ns>.messages`, `<ns>.control` or `<ns>.results`.
+InputRecord = Annotated[Union[Message, Control, ModelResult], Field(discriminator="type")]
+_Input = TypeAdapter(InputRecord)
 _Event = TypeAdapter(Event)
+_INPUT_CLASSES = (Message, *get_args(get_args(Control)[0]), ModelResult)
+#: The `type`s `decode_input` reads; anything else is `unknown-type`.
+INPUT_TYPES = frozenset(cls.model_fields["type"].default for cls in _INPUT_CLASSES)
+
+FailureCode = Literal["not-json", "unknown-type", "newer-schema", "invalid"]
 
 
 @dataclass(frozen=True)
 class DecodeFailure:
-    code: str  # not-json | unknown-type | newer-schema | invalid
+    code: FailureCode
     reason: str
 
 
@@ -36,8 +45,8 @@ def encode(model: WireModel) -> bytes:
     return orjson.dumps(model.wire(), option=orjson.OPT_SORT_KEYS)
 
 
-def decode_input(raw: bytes | None) -> Message | StepStarted | TurnEnded | ModelResult | DecodeFailure:
-    """A record of `<ns>.messages`, `<ns>.control` or `<ns>.results`."""
+def decode_input(raw: bytes | None) -> Message | Control | ModelResult | DecodeFailure:
+    """A record of `<ns>.messages`, `<ns>.control` or `<ns>.results`; `type` defaults to message."""
     try:
         data = orjson.loads(raw or b"")
     except orjson.JSONDecodeError as exc:
@@ -46,8 +55,8 @@ def decode_input(raw: bytes | None) -> Message | StepStarted | TurnEnded | Model
         return DecodeFailure("invalid", "record must be a JSON object")
     data.setdefault("type", "message")
     kind = data["type"]
-    if kind not in {"message", "step-started", "turn-ended", "model-result"}:
-        return DecodeFailure("unknown-type", f"unknown record type {kind!r}")
+    if not isinstance(kind, str) or kind not in INPUT_TYPES:
+        return DecodeFailure("unknown-type", f"unknown record type {kind!r}; known: {', '.join(sorted(INPUT_TYPES))}")
     version = data.get("schemaVersion", SCHEMA_VERSION)
     if not isinstance(version, int) or version > SCHEMA_VERSION:
         return DecodeFailure(
@@ -64,8 +73,10 @@ def decode_input(raw: bytes | None) -> Message | StepStarted | TurnEnded | Model
 
 
 def decode_job(raw: bytes) -> ModelJob:
+    """A record of `<ns>.jobs`; raises `ValueError` (pydantic's) when it is not a valid job."""
     return ModelJob.model_validate_json(raw)
 
 
-def decode_event(raw: bytes):
+def decode_event(raw: bytes) -> Event:
+    """A record of `<ns>.events`; raises `ValueError` (pydantic's) when it is not a valid event."""
     return _Event.validate_json(raw)

@@ -1,25 +1,43 @@
 """Lifecycle events on `<ns>.events`: the `data-om-*` parts of the product, in an envelope.
 
 Every event is `{type, data, eventId, memoryKey, threadId, seq, schemaVersion, eventTime}`.
-`type` and the fields of `data` are the documented ones (camelCase); the envelope makes the log
-replayable: `eventId` derives from the memory key and `seq` (the per-memory sequence number), so
-a re-emitted event after a crash has the id of the first and consumers drop it.
+`type` and the fields of `data` are the documented ones (camelCase, spec §11), so a UI written
+for the original reads them unchanged; the envelope makes the log replayable: `eventId` derives
+from the memory key and `seq` (the per-memory sequence number), so a re-emitted event after a
+crash has the id of the first and consumers drop it.
+
+omstream adds a few optional fields to `data` (marked below): what a read side needs to rebuild
+the context window from the log alone (`observedMessageIds`, `activatedMessageIds`, `cursor`,
+`generation`, and the hints an activated chunk brings).  Consumers that do not know them ignore
+them.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Union, get_args
 
 from pydantic import Field
 
-from .base import SCHEMA_VERSION, WireModel
+from .base import SCHEMA_VERSION, Count, NonEmptyStr, Timestamp, WireModel
 
 __all__ = [
+    "EVENT_TYPES",
+    "Activation",
+    "ActivationData",
+    "ActiveWindows",
+    "BufferStatus",
     "BufferedObservationsWindow",
     "BufferedReflectionWindow",
+    "BufferedWindows",
+    "BufferingEnd",
+    "BufferingEndData",
+    "BufferingFailed",
+    "BufferingFailedData",
+    "BufferingStart",
+    "BufferingStartData",
     "Event",
     "EventEnvelope",
+    "ExtractionFailure",
     "MarkerConfig",
     "ObservationEnd",
     "ObservationEndData",
@@ -32,45 +50,63 @@ __all__ = [
     "ResultIgnoredData",
     "Status",
     "StatusData",
+    "ThreadUpdate",
+    "ThreadUpdateData",
     "TokenWindow",
+    "TriggeredBy",
+    "Windows",
 ]
 
 OperationType = Literal["observation", "reflection"]
+#: idle: nothing buffered; running: a background call is working; complete: ready to activate.
+BufferStatus = Literal["idle", "running", "complete"]
+#: What activated buffered work: the token threshold, `activateAfterIdle`, or a model change.
+TriggeredBy = Literal["threshold", "ttl", "provider_change"]
 
 
 class MarkerConfig(WireModel):
-    message_tokens: int
-    observation_tokens: int
+    """`ObservationMarkerConfig`: the thresholds and scope when the marker was written."""
+
+    message_tokens: Count
+    observation_tokens: Count
     scope: Literal["thread", "resource"]
-    activate_after_idle: int | None = None
+    activate_after_idle: Count | None = None  # milliseconds
+
+
+class ExtractionFailure(WireModel):
+    """An extractor that failed in a cycle whose other extractors may have succeeded."""
+
+    slug: str
+    error: str
 
 
 class EventEnvelope(WireModel):
-    event_id: str
-    memory_key: str
+    event_id: NonEmptyStr
+    memory_key: NonEmptyStr
     thread_id: str | None = None
-    seq: int
+    seq: Count
     schema_version: int = SCHEMA_VERSION
-    event_time: datetime
+    event_time: Timestamp
 
 
+# --- data-om-status ---------------------------------------------------------------------------
 class TokenWindow(WireModel):
-    tokens: int
-    threshold: int
+    tokens: Count
+    threshold: Count
 
 
 class BufferedObservationsWindow(WireModel):
-    chunks: int = 0
-    message_tokens: int = 0
-    projected_message_removal: int = 0
-    observation_tokens: int = 0
-    status: Literal["idle", "running", "complete"] = "idle"
+    chunks: Count = 0
+    message_tokens: Count = 0
+    projected_message_removal: Count = 0
+    observation_tokens: Count = 0
+    status: BufferStatus = "idle"
 
 
 class BufferedReflectionWindow(WireModel):
-    input_observation_tokens: int = 0
-    observation_tokens: int = 0
-    status: Literal["idle", "running", "complete"] = "idle"
+    input_observation_tokens: Count = 0
+    observation_tokens: Count = 0
+    status: BufferStatus = "idle"
 
 
 class ActiveWindows(WireModel):
@@ -92,15 +128,17 @@ class StatusData(WireModel):
     windows: Windows
     record_id: str
     thread_id: str
-    step_number: int | None = None
-    generation_count: int
+    # Absent when the producer reports no steps (thresholds are then checked per message).
+    step_number: Count | None = None
+    generation_count: Count
 
 
+# --- synchronous observation and reflection ---------------------------------------------------
 class ObservationStartData(WireModel):
     cycle_id: str
     operation_type: OperationType
-    started_at: datetime
-    tokens_to_observe: int
+    started_at: Timestamp
+    tokens_to_observe: Count
     record_id: str
     thread_id: str
     thread_ids: tuple[str, ...]
@@ -110,59 +148,185 @@ class ObservationStartData(WireModel):
 class ObservationEndData(WireModel):
     cycle_id: str
     operation_type: OperationType
-    completed_at: datetime
-    duration_ms: int
-    tokens_observed: int
-    observation_tokens: int
+    completed_at: Timestamp
+    duration_ms: Count
+    tokens_observed: Count
+    observation_tokens: Count
     observations: str | None = None
     current_task: str | None = None
     suggested_response: str | None = None
     extracted_values: dict[str, Any] | None = None
-    extraction_failures: tuple[dict[str, str], ...] | None = None
+    extraction_failures: tuple[ExtractionFailure, ...] | None = None
     record_id: str
     thread_id: str
-    # Projection fields (omstream): enough to rebuild the context window from the log alone.
+    # omstream: the messages this cycle covered and the head after it.
     observed_message_ids: tuple[str, ...] = ()
     cursor: str | None = None
-    generation: int = 0
+    generation: Count = 0
 
 
 class ObservationFailedData(WireModel):
     cycle_id: str
     operation_type: OperationType
-    failed_at: datetime
-    duration_ms: int
-    tokens_attempted: int
+    failed_at: Timestamp
+    duration_ms: Count
+    tokens_attempted: Count
     error: str
     record_id: str
     thread_id: str
     observations: str | None = None
 
 
-class Status(EventEnvelope):
-    type: Literal["data-om-status"] = "data-om-status"
-    data: StatusData
+# --- async buffering and activation -----------------------------------------------------------
+class BufferingStartData(WireModel):
+    cycle_id: str
+    operation_type: OperationType
+    started_at: Timestamp
+    tokens_to_buffer: Count
+    record_id: str
+    thread_id: str
+    thread_ids: tuple[str, ...]
+    config: MarkerConfig
 
 
-class ObservationStart(EventEnvelope):
-    type: Literal["data-om-observation-start"] = "data-om-observation-start"
-    data: ObservationStartData
+class BufferingEndData(WireModel):
+    cycle_id: str
+    operation_type: OperationType
+    completed_at: Timestamp
+    duration_ms: Count
+    tokens_buffered: Count
+    buffered_tokens: Count
+    record_id: str
+    thread_id: str
+    observations: str | None = None
+    extracted_values: dict[str, Any] | None = None
+    extraction_failures: tuple[ExtractionFailure, ...] | None = None
+    # omstream: the messages the chunk covers (not yet activated), its hints, and the head.
+    observed_message_ids: tuple[str, ...] = ()
+    current_task: str | None = None
+    suggested_response: str | None = None
+    cursor: str | None = None
+    generation: Count = 0
 
 
-class ObservationEnd(EventEnvelope):
-    type: Literal["data-om-observation-end"] = "data-om-observation-end"
-    data: ObservationEndData
+class BufferingFailedData(WireModel):
+    cycle_id: str
+    operation_type: OperationType
+    failed_at: Timestamp
+    duration_ms: Count
+    tokens_attempted: Count
+    error: str
+    record_id: str
+    thread_id: str
+    observations: str | None = None
 
 
-class ObservationFailed(EventEnvelope):
-    type: Literal["data-om-observation-failed"] = "data-om-observation-failed"
-    data: ObservationFailedData
+class ActivationData(WireModel):
+    cycle_id: str
+    operation_type: OperationType
+    activated_at: Timestamp
+    chunks_activated: Count
+    tokens_activated: Count
+    observation_tokens: Count
+    messages_activated: Count
+    record_id: str
+    thread_id: str
+    generation_count: Count
+    config: MarkerConfig
+    observations: str | None = None
+    triggered_by: TriggeredBy | None = None
+    last_activity_at: Count | None = None  # unix milliseconds
+    ttl_expired_ms: Count | None = None
+    previous_model: str | None = None
+    current_model: str | None = None
+    # omstream: the messages now covered by observations, the hints, and the cursor after it.
+    activated_message_ids: tuple[str, ...] = ()
+    current_task: str | None = None
+    suggested_response: str | None = None
+    cursor: str | None = None
+
+    @property
+    def generation(self) -> int:
+        """The generation after activation (`generationCount`), named as on the other events."""
+        return self.generation_count
+
+
+class ThreadUpdateData(WireModel):
+    cycle_id: str
+    thread_id: str
+    old_title: str | None = None
+    new_title: str
+    timestamp: Timestamp
 
 
 class ResultIgnoredData(WireModel):
     cycle_id: str
     kind: str
     reason: str
+
+
+# --- the events -------------------------------------------------------------------------------
+class Status(EventEnvelope):
+    """Once per step, before generation: both windows and any buffered work."""
+
+    type: Literal["data-om-status"] = "data-om-status"
+    data: StatusData
+
+
+class ObservationStart(EventEnvelope):
+    """The observer or reflector starts a blocking cycle."""
+
+    type: Literal["data-om-observation-start"] = "data-om-observation-start"
+    data: ObservationStartData
+
+
+class ObservationEnd(EventEnvelope):
+    """A blocking observation or reflection committed."""
+
+    type: Literal["data-om-observation-end"] = "data-om-observation-end"
+    data: ObservationEndData
+
+
+class ObservationFailed(EventEnvelope):
+    """A blocking cycle failed; its messages stay unobserved for the next cycle."""
+
+    type: Literal["data-om-observation-failed"] = "data-om-observation-failed"
+    data: ObservationFailedData
+
+
+class BufferingStart(EventEnvelope):
+    """A background observation or reflection starts."""
+
+    type: Literal["data-om-buffering-start"] = "data-om-buffering-start"
+    data: BufferingStartData
+
+
+class BufferingEnd(EventEnvelope):
+    """A background cycle stored its result; it waits for activation."""
+
+    type: Literal["data-om-buffering-end"] = "data-om-buffering-end"
+    data: BufferingEndData
+
+
+class BufferingFailed(EventEnvelope):
+    """A background cycle failed; the threshold path will observe synchronously."""
+
+    type: Literal["data-om-buffering-failed"] = "data-om-buffering-failed"
+    data: BufferingFailedData
+
+
+class Activation(EventEnvelope):
+    """Buffered observations (one event per chunk) or a buffered reflection became active."""
+
+    type: Literal["data-om-activation"] = "data-om-activation"
+    data: ActivationData
+
+
+class ThreadUpdate(EventEnvelope):
+    """An observer cycle retitled the thread."""
+
+    type: Literal["data-om-thread-update"] = "data-om-thread-update"
+    data: ThreadUpdateData
 
 
 class ResultIgnored(EventEnvelope):
@@ -172,7 +336,24 @@ class ResultIgnored(EventEnvelope):
     data: ResultIgnoredData
 
 
+#: Any record of `<ns>.events`, told apart by `type`.
 Event = Annotated[
-    Union[Status, ObservationStart, ObservationEnd, ObservationFailed, ResultIgnored],
+    Union[
+        Status,
+        ObservationStart,
+        ObservationEnd,
+        ObservationFailed,
+        BufferingStart,
+        BufferingEnd,
+        BufferingFailed,
+        Activation,
+        ThreadUpdate,
+        ResultIgnored,
+    ],
     Field(discriminator="type"),
 ]
+
+#: Event class by wire `type`.
+EVENT_TYPES: dict[str, type[EventEnvelope]] = {
+    cls.model_fields["type"].default: cls for cls in get_args(get_args(Event)[0])
+}

@@ -10,16 +10,29 @@ ignored, never applied twice.
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import orjson
+from pydantic import Field
 
-from .base import SCHEMA_VERSION, WireModel
+from .base import SCHEMA_VERSION, Count, NonEmptyStr, Timestamp, WireModel
 
-__all__ = ["ChatMessage", "JobKind", "ModelJob", "ModelResult", "Usage", "request_hash"]
+__all__ = [
+    "ChatMessage",
+    "JobKind",
+    "JobTrigger",
+    "ModelJob",
+    "ModelResult",
+    "Usage",
+    "request_hash",
+]
 
-JobKind = Literal["observe", "buffer", "reflect", "buffer-reflection"]
+#: `observe`/`reflect` block the memory; `buffer`/`buffer-reflection` run in the background;
+#: `extract` runs an extractor's structured follow-up.
+JobKind = Literal["observe", "buffer", "reflect", "buffer-reflection", "extract"]
+#: Why the job exists: a manual command, a threshold reached during a turn, or async buffering.
+JobTrigger = Literal["manual", "turn-sync", "async-buffer"]
 
 
 class ChatMessage(WireModel):
@@ -28,50 +41,72 @@ class ChatMessage(WireModel):
 
 
 class Usage(WireModel):
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    total_tokens: int | None = None
+    input_tokens: Count | None = None
+    output_tokens: Count | None = None
+    total_tokens: Count | None = None
 
 
 class ModelJob(WireModel):
+    """One model request, complete: a model agent needs nothing else to run it."""
+
     type: Literal["model-job"] = "model-job"
     schema_version: int = SCHEMA_VERSION
     kind: JobKind
-    cycle_id: str
-    memory_key: str
-    thread_id: str
-    generation: int
+    cycle_id: NonEmptyStr
+    memory_key: NonEmptyStr
+    thread_id: NonEmptyStr
+    # The head the request was computed against; the result is applied only to this head.
+    generation: Count
     cursor: str | None = None
-    model: str
+    model: NonEmptyStr
     messages: tuple[ChatMessage, ...]
     settings: dict[str, Any] = {}
-    request_hash: str
-    created_at: datetime
+    provider_options: dict[str, Any] | None = None
+    # Models to try, in order, when `model` keeps failing.
+    fallbacks: tuple[NonEmptyStr, ...] | None = None
+    request_hash: NonEmptyStr
+    created_at: Timestamp
+    trigger: JobTrigger | None = None
+    input_tokens: Count | None = None
 
 
 class ModelResult(WireModel):
+    """A model agent's answer to one job: the output, or the error after the last attempt."""
+
     type: Literal["model-result"] = "model-result"
     schema_version: int = SCHEMA_VERSION
     kind: JobKind
-    cycle_id: str
-    memory_key: str
-    thread_id: str
-    request_hash: str
+    cycle_id: NonEmptyStr
+    memory_key: NonEmptyStr
+    thread_id: NonEmptyStr
+    request_hash: NonEmptyStr
     ok: bool
     output: str | None = None
     error: str | None = None
-    model: str
-    attempts: int = 1
+    # What kind of failure `error` is (for example `timeout`, `rate-limited`), and its HTTP
+    # status when there was one (429, 500, ...).
+    error_code: str | None = None
+    error_status: int | None = Field(default=None, ge=100, le=599)
+    # The model that answered (after any fallback), as litellm names it.
+    model: NonEmptyStr
+    attempts: Count = 1
     usage: Usage | None = None
     provider_metadata: dict[str, Any] | None = None
-    started_at: datetime
-    completed_at: datetime
+    started_at: Timestamp
+    completed_at: Timestamp
 
 
-def request_hash(model: str, messages: tuple[ChatMessage, ...], settings: dict[str, Any]) -> str:
-    """Content hash of a model request: equal requests may share one cached result."""
-    body = orjson.dumps(
-        {"model": model, "messages": [m.wire() for m in messages], "settings": settings},
-        option=orjson.OPT_SORT_KEYS,
-    )
-    return hashlib.sha256(body).hexdigest()
+def request_hash(model: str, messages: Sequence[ChatMessage], settings: dict[str, Any], *,
+                 provider_options: dict[str, Any] | None = None,
+                 fallbacks: Sequence[str] | None = None) -> str:
+    """Content hash of a model request: equal requests may share one cached result.
+
+    Provider options and fallbacks enter the hash only when given, so the hashes of requests
+    without them are those earlier builds wrote.
+    """
+    body: dict[str, Any] = {"model": model, "messages": [m.wire() for m in messages], "settings": settings}
+    if provider_options:
+        body["providerOptions"] = provider_options
+    if fallbacks:
+        body["fallbacks"] = list(fallbacks)
+    return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()

@@ -7,6 +7,8 @@
     om serve                   the HTTP read side (context windows)
     om produce FILE.jsonl      send chat messages
     om tail                    print lifecycle events as they happen
+    om schema export [--check] write (or check) the JSON Schema files of the wire types
+    om config check [FILE]     validate observationalMemory options; print the resolved values
     om simulate CONV.jsonl     the engine over a conversation file, without a broker
 """
 
@@ -220,6 +222,54 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_schema(args: argparse.Namespace) -> int:
+    from schemas.jsonschema import export_schemas
+
+    result = export_schemas(args.out, check=args.check)
+    if args.check:
+        if result.stale:
+            for label, names in (("new", result.added), ("changed", result.changed), ("removed", result.removed)):
+                for name in names:
+                    print(f"  {label:<8} {name}", file=sys.stderr)
+            print(f"{result.out} is stale: run `om schema export`", file=sys.stderr)
+            return 1
+        print(f"{result.out}: {len(result.unchanged)} files up to date")
+        return 0
+    for label, names in (("wrote", result.added), ("updated", result.changed), ("removed", result.removed)):
+        for name in names:
+            print(f"  {label:<8} {name}")
+    print(f"{result.out}: {len(result.added)} new, {len(result.changed)} changed, "
+          f"{len(result.removed)} removed, {len(result.unchanged)} unchanged")
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    """Exit 0 with the resolved options as JSON, or 1 with one `path: problem` line per error."""
+    import os
+
+    import yaml
+
+    from schemas.config import OmConfigError, load_om_config
+
+    from .settings import read_config_file
+
+    path = args.file or args.config or os.environ.get("OM_CONFIG")
+    if not path:
+        print("om config check: name a file (or use --config / $OM_CONFIG)", file=sys.stderr)
+        return 1
+    try:
+        om = load_om_config(read_config_file(Path(path)))
+    except OmConfigError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return 1
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        print(f"{path}: {exc}", file=sys.stderr)
+        return 1
+    print(orjson.dumps(om.resolved().to_json(), option=orjson.OPT_INDENT_2).decode())
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
@@ -267,6 +317,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--measured-time", action="store_true",
                    help="keep the model calls' measured durations (the log is then not reproducible)")
     p.set_defaults(func=cmd_simulate)
+
+    p = sub.add_parser("schema", help="JSON Schema files of every wire type")
+    p.add_argument("action", choices=["export"])
+    p.add_argument("--out", type=Path, help="output directory (default: schemas/json/ of the repository)")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the files differ")
+    p.set_defaults(func=cmd_schema)
+
+    p = sub.add_parser("config", help="check observationalMemory options and show the resolved values")
+    p.add_argument("action", choices=["check"], help="check: print the resolved options as JSON "
+                   "(exit 0), or every error as `option: problem and fix` on stderr (exit 1)")
+    p.add_argument("file", nargs="?", help="JSON, TOML or YAML: a settings file, "
+                   "{observationalMemory: {...}}, the bare options, or true/false (default: --config)")
+    p.set_defaults(func=cmd_config)
 
     p = sub.add_parser("tail", help="print lifecycle events as they happen")
     p.add_argument("--thread", help="only this thread")

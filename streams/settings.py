@@ -57,7 +57,8 @@ def read_config_file(path: Path) -> dict[str, Any]:
     if path.suffix == ".toml":
         return tomllib.loads(text)
     if path.suffix in (".yaml", ".yml"):
-        return yaml.safe_load(text) or {}
+        data = yaml.safe_load(text)  # an empty file is no settings; a bare `false` stays false
+        return {} if data is None else data
     if path.suffix == ".json":
         return json.loads(text)
     raise ValueError(f"{path}: use a .toml, .yaml/.yml or .json configuration file")

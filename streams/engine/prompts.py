@@ -7,10 +7,10 @@ The headings and tags are a contract: parsers, the scripted models and users rel
 
 from __future__ import annotations
 
+from .reflection_plan import COMPRESSION_GUIDANCE
 from .truncation import TRUNCATION_NOTICE
 
 __all__ = [
-    "COMPRESSION_GUIDANCE",
     "observer_system_prompt",
     "observer_user_prompt",
     "reflector_system_prompt",
@@ -125,20 +125,16 @@ _REFLECTOR_HINTS = """After </observations>, add:
 A short hint for the assistant's very next message.
 </suggested-response>"""
 
-#: Level → (heading, guidance); the headings are a contract (the scripted reflector reads them).
-COMPRESSION_GUIDANCE: dict[int, tuple[str, str]] = {
-    1: ("## COMPRESSION REQUIRED",
-        "Your last reflection was not smaller than its input. Condense the beginning more, keep "
-        "recent detail, merge tool calls, keep names, places and people and every ✅. Aim for "
-        "about 8/10 of the detail."),
-    2: ("## AGGRESSIVE COMPRESSION REQUIRED",
-        "Compress much harder: one arc per file or topic, no redundancy. Aim for about 6/10."),
-    3: ("## CRITICAL COMPRESSION REQUIRED",
-        "Turn the oldest 50-70 % into short paragraphs; drop procedural steps and superseded "
-        "facts; keep names, dates, decisions, errors, preferences and architecture. Aim for 4/10."),
-    4: ("## EXTREME COMPRESSION REQUIRED",
-        "Collapse every tool sequence into its outcome; at most two or three date groups per day; "
-        "one or two lines per old topic; only the final state. Aim for 2/10."),
+# What each compression level asks for; the headings (a contract the scripted reflector reads)
+# and the detail targets come from reflection_plan.COMPRESSION_GUIDANCE.
+_LEVEL_ADVICE: dict[int, str] = {
+    1: "Your last reflection was not smaller than its input. Condense the beginning more, keep "
+       "recent detail, merge tool calls, keep names, places and people and every ✅.",
+    2: "Compress much harder: one arc per file or topic, no redundancy.",
+    3: "Turn the oldest 50-70 % into short paragraphs; drop procedural steps and superseded "
+       "facts; keep names, dates, decisions, errors, preferences and architecture.",
+    4: "Collapse every tool sequence into its outcome; at most two or three date groups per day; "
+       "one or two lines per old topic; only the final state.",
 }
 
 
@@ -166,8 +162,8 @@ def reflector_user_prompt(*, observations: str, level: int, guidance: str | None
     if guidance:
         prompt += f"\n\n## SPECIFIC GUIDANCE\n\n{guidance}"
     if level in COMPRESSION_GUIDANCE:
-        heading, text = COMPRESSION_GUIDANCE[level]
-        prompt += f"\n\n{heading}\n\n{text}"
+        heading, detail = COMPRESSION_GUIDANCE[level]
+        prompt += f"\n\n{heading}\n\n{_LEVEL_ADVICE[level]} Aim for about {detail} of the detail."
     if not continuation_hints:
         prompt += "\n\nOutput <observations> every time."
     return prompt

@@ -58,7 +58,9 @@ data_dir = "{data}"
 retry_base_ms = 50
 model_retries = 2
 model_concurrency = 2
+"""
 
+OPTIONS = """
 [observationalMemory]
 tokenCounter = "tokenx"
 
@@ -72,13 +74,13 @@ bufferTokens = false
 class Env:
     """One namespace on the session broker: its settings and its worker processes."""
 
-    def __init__(self, broker: Broker, root: Path, message_tokens: int) -> None:
+    def __init__(self, broker: Broker, root: Path, options: str) -> None:
         root.mkdir(parents=True)
         self.root = root
         self.config = root / "om.toml"
         self.config.write_text(CONFIG.format(
             namespace=f"t{uuid.uuid4().hex[:10]}", bootstrap=broker.bootstrap,
-            data=root / "data", message_tokens=message_tokens))
+            data=root / "data") + options)
         self.settings = load_settings(self.config)
         asyncio.run(ensure_topics(self.settings))
         self.workers: list[Worker] = []
@@ -97,8 +99,10 @@ def new_env(broker, tmp_path, request):
     """A factory of fresh namespaces; workers are stopped (and their logs shown on failure)."""
     envs: list[Env] = []
 
-    def make(message_tokens: int = 1000) -> Env:
-        env = Env(broker, tmp_path / f"env{len(envs)}", message_tokens)
+    def make(message_tokens: int = 1000, options: str | None = None) -> Env:
+        """`options`: an `[observationalMemory]` TOML section replacing the default one."""
+        options = options or OPTIONS.format(message_tokens=message_tokens)
+        env = Env(broker, tmp_path / f"env{len(envs)}", options)
         envs.append(env)
         return env
 

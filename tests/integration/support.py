@@ -81,3 +81,34 @@ async def settled_feed(settings, threads: dict[str, tuple[int, int]], *,
     task.cancel()
     await feed.stop()
     return feed
+
+
+class EventWatcher:
+    """Follows `<ns>.events` from the beginning while a test drives a conversation."""
+
+    def __init__(self, settings) -> None:
+        self.settings = settings
+        self.events: list = []
+        self._consumer = None
+
+    async def __aenter__(self) -> "EventWatcher":
+        topic = Topics(self.settings.namespace).events
+        layout = await partitions_of(self.settings.bootstrap, [topic])
+        self._consumer = AIOKafkaConsumer(bootstrap_servers=self.settings.bootstrap, group_id=None,
+                                          enable_auto_commit=False, auto_offset_reset="earliest")
+        await self._consumer.start()
+        self._consumer.assign([TopicPartition(topic, p) for p in layout[topic]])
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self._consumer.stop()
+
+    async def wait_for(self, predicate, timeout: float = 60.0) -> list:
+        """Read until `predicate(events)` holds; the events so far."""
+        deadline = time.monotonic() + timeout
+        while not predicate(self.events):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"condition not met after {timeout}s; {len(self.events)} events read")
+            batch = await self._consumer.getmany(timeout_ms=200)
+            self.events += [decode_event(r.value) for rs in batch.values() for r in rs]
+        return self.events

@@ -1,0 +1,282 @@
+"""Token windows: when to observe, buffer, block and reflect (spec §2, §6.1, §6.2, §6.9).
+
+Every number here is a function of configured values and token counts, nothing else.  With all
+defaults (spec §2.1): messageTokens 30 000, bufferTokens 0.2 → 6 000, buffering every 6 000
+tokens until the ramp point 30 000 − 6 000 × 1.1 = 23 400 and every 3 000 above it, each buffer
+needing ≥ 3 000 new tokens; activation keeps a 6 000-token floor (ratio 0.8); blockAfter 1.2 →
+36 000; reflection at 40 000 observation tokens, buffered from 20 000, blocking at 48 000; with
+shareTokenBudget (buffering off) messages and observations share 70 000.
+
+Configured values are resolved into token counts once, by `schemas.config` (`OmConfig.resolved()`);
+the functions here take those counts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from schemas.config import resolve_retention_floor
+
+from .activation import choose_activation_boundary
+
+__all__ = [
+    "BufferCandidate",
+    "StatusWindows",
+    "ThresholdRange",
+    "buffer_interval",
+    "buffer_ramp_point",
+    "dynamic_threshold",
+    "effective_message_threshold",
+    "effective_reflection_threshold",
+    "enough_to_buffer",
+    "max_threshold",
+    "min_buffer_tokens",
+    "projected_message_removal",
+    "requires_blocking_observation",
+    "round_half_up",
+    "safe_buffer_prefix",
+    "should_trigger_buffer",
+    "status_windows",
+]
+
+# When bufferTokens is unknown the original still demands half of 5 000 new tokens per buffer.
+_FALLBACK_BUFFER_TOKENS = 5000
+
+
+@dataclass(frozen=True, slots=True)
+class ThresholdRange:
+    """A message threshold that grows into unused observation space (shareTokenBudget)."""
+
+    min: int
+    max: int
+
+
+Threshold = int | ThresholdRange
+
+
+def round_half_up(value: float) -> int:
+    """JavaScript's `Math.round` (Python's `round` rounds halves to even)."""
+    return math.floor(value + 0.5)
+
+
+# --- resolution of configured values (§2, §6.1; thresholds.test.ts) -----------------------
+def max_threshold(threshold: Threshold) -> int:
+    """`getMaxThreshold`: the value ratios resolve against."""
+    return threshold.max if isinstance(threshold, ThresholdRange) else threshold
+
+
+def dynamic_threshold(threshold: Threshold, observation_tokens: int) -> int:
+    """`calculateDynamicThreshold` (§6.1): a range shrinks as observations fill the budget."""
+    if not isinstance(threshold, ThresholdRange):
+        return threshold
+    return round_half_up(max(threshold.max - observation_tokens, threshold.min))
+
+
+def effective_message_threshold(
+    message_tokens: int, reflection_tokens: int, observation_tokens: int, *, share_token_budget: bool
+) -> int:
+    """The observation threshold in force (normative choice 8).
+
+    With shareTokenBudget, messages may use whatever observations leave of the total budget,
+    never less than messageTokens: `max(total − observationTokens, messageTokens)`.
+    """
+    if not share_token_budget:
+        return message_tokens
+    return dynamic_threshold(ThresholdRange(message_tokens, message_tokens + reflection_tokens), observation_tokens)
+
+
+def effective_reflection_threshold(
+    message_tokens: int, reflection_tokens: int, pending_message_tokens: int, *, share_token_budget: bool
+) -> int:
+    """The reflection threshold in force (normative choice 8; 1.31.0 kept it fixed).
+
+    With shareTokenBudget the pooling works both ways: short raw context lets observations grow
+    to `max(total − pendingMessageTokens, observationTokens)` before reflecting.
+    """
+    if not share_token_budget:
+        return reflection_tokens
+    total = message_tokens + reflection_tokens
+    return round_half_up(max(total - pending_message_tokens, reflection_tokens))
+
+
+# --- async buffering (§6.2, §6.3 step 4) ---------------------------------------------------
+def buffer_ramp_point(threshold: float, buffer_tokens: float) -> float:
+    """Pending tokens from which buffering runs twice as often (23 400 with defaults)."""
+    # ×11/10 rather than ×1.1: 6 000 × 1.1 is 6 600.000000000001 in binary floating point
+    return threshold - buffer_tokens * 11 / 10
+
+
+def buffer_interval(pending_tokens: float, threshold: float, buffer_tokens: float) -> float:
+    """Token spacing between buffer triggers: bufferTokens, halved near the threshold so the
+    last chunks before activation are small and the activation boundary lands close to target."""
+    return buffer_tokens / 2 if pending_tokens >= buffer_ramp_point(threshold, buffer_tokens) else buffer_tokens
+
+
+def should_trigger_buffer(
+    pending_tokens: float, last_boundary: float, threshold: float, buffer_tokens: int | None
+) -> bool:
+    """`shouldTriggerAsyncObservation` (§6.2): pending crossed into a new interval since the last
+    buffer.  `last_boundary` is the token count at which the previous buffer was triggered."""
+    if buffer_tokens is None or buffer_tokens <= 0:
+        return False
+    interval = buffer_interval(pending_tokens, threshold, buffer_tokens)
+    return math.floor(pending_tokens / interval) > math.floor(last_boundary / interval)
+
+
+def min_buffer_tokens(buffer_tokens: int | None) -> float:
+    """Fewest new message tokens worth a buffer call (§6.3 step 4): half of bufferTokens."""
+    return (_FALLBACK_BUFFER_TOKENS if buffer_tokens is None else buffer_tokens) / 2
+
+
+def enough_to_buffer(candidate_tokens: int, buffer_tokens: int | None, *, skip_minimum: bool = False) -> bool:
+    """§6.3 step 4: are the candidates worth an observer call?  Idle buffering skips the minimum
+    (turn end is the last chance before the user's next message)."""
+    if candidate_tokens <= 0:
+        return False
+    return skip_minimum or candidate_tokens >= min_buffer_tokens(buffer_tokens)
+
+
+def projected_message_removal(
+    chunk_message_tokens: Sequence[int], buffer_activation: float, threshold: float, pending_tokens: float
+) -> int:
+    """`calculateProjectedMessageRemoval` (§6.4): message tokens an activation would remove now.
+
+    Same boundary rule as activation without forceMax; 0 when there is nothing to remove.
+    """
+    if not chunk_message_tokens:
+        return 0
+    floor = resolve_retention_floor(buffer_activation, threshold)
+    if pending_tokens - floor <= 0:
+        return 0
+    count = choose_activation_boundary(
+        chunk_message_tokens, retention_floor=floor, pending_tokens=pending_tokens
+    )
+    return sum(chunk_message_tokens[:count])
+
+
+def requires_blocking_observation(unobserved_tokens: int, *, threshold: int, block_after: int | None) -> bool:
+    """Whether a synchronous (blocking) observation must run now (normative choice 2).
+
+    Without buffering the threshold itself blocks.  With buffering, the span between the
+    threshold and blockAfter is left to buffering and activation; at blockAfter — including
+    what is still uncovered after an activation — the tail is observed synchronously.
+    """
+    limit = threshold if block_after is None else block_after
+    return unobserved_tokens >= limit
+
+
+# --- status (§6.1) ----------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class StatusWindows:
+    """`getStatus` (§6.1) plus what the `data-om-status` marker reports."""
+
+    pending_tokens: int
+    threshold: int
+    should_observe: bool
+    should_buffer: bool
+    should_block: bool
+    reflection_threshold: int
+    should_reflect: bool
+    can_activate: bool
+    buffered_message_tokens: int
+    unbuffered_pending_tokens: int
+    projected_message_removal: int
+
+
+def status_windows(
+    *,
+    pending_tokens: int,
+    observation_tokens: int,
+    message_tokens: int,
+    reflection_tokens: int,
+    share_token_budget: bool = False,
+    buffer_tokens: int | None = None,
+    buffer_activation: float | None = None,
+    block_after: int | None = None,
+    chunk_message_tokens: Sequence[int] = (),
+    last_buffered_at_tokens: int = 0,
+    buffering_in_flight: bool = False,
+) -> StatusWindows:
+    """The windows of one memory at one moment (spec §6.1).
+
+    `pending_tokens` is the unobserved-message count (with the conversation overhead);
+    `buffer_tokens` and `block_after` are resolved token counts, None when buffering is off;
+    `buffer_activation` is as configured (ratio or absolute); `chunk_message_tokens` are the
+    buffered chunks' message tokens in order.
+
+    Buffering may trigger up to blockAfter, not only up to the threshold as in 1.31.0: under
+    normative choice 2 nothing but buffering and activation happens between the two, so a burst
+    that crosses the threshold with nothing buffered still gets a chunk before blockAfter.
+    """
+    threshold = effective_message_threshold(
+        message_tokens, reflection_tokens, observation_tokens, share_token_budget=share_token_budget
+    )
+    reflection_threshold = effective_reflection_threshold(
+        message_tokens, reflection_tokens, pending_tokens, share_token_budget=share_token_budget
+    )
+    buffered = sum(chunk_message_tokens)
+    async_on = buffer_tokens is not None
+    buffer_ceiling = block_after if block_after is not None else threshold
+    should_buffer = (
+        async_on
+        and not buffering_in_flight
+        and pending_tokens < buffer_ceiling
+        and should_trigger_buffer(pending_tokens, last_buffered_at_tokens, threshold, buffer_tokens)
+    )
+    projection = (
+        projected_message_removal(chunk_message_tokens, buffer_activation, threshold, pending_tokens)
+        if async_on and buffer_activation is not None
+        else 0
+    )
+    return StatusWindows(
+        pending_tokens=pending_tokens,
+        threshold=threshold,
+        should_observe=pending_tokens >= threshold,
+        should_buffer=should_buffer,
+        should_block=requires_blocking_observation(pending_tokens, threshold=threshold, block_after=block_after),
+        reflection_threshold=reflection_threshold,
+        should_reflect=observation_tokens >= reflection_threshold,
+        can_activate=len(chunk_message_tokens) > 0,
+        buffered_message_tokens=buffered,
+        unbuffered_pending_tokens=max(0, pending_tokens - buffered),
+        projected_message_removal=projection,
+    )
+
+
+# --- safe buffer prefix (§6.9) --------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class BufferCandidate:
+    """An unobserved message as the safe-prefix rule sees it."""
+
+    message_id: str
+    created_at_ms: int
+    tool_call_ids: frozenset[str] = frozenset()
+    has_pending_tool_call: bool = False  # a tool-invocation part still in state `call`
+
+
+def safe_buffer_prefix(candidates: Sequence[BufferCandidate]) -> tuple[BufferCandidate, ...]:
+    """The candidates a buffer may take now, oldest first; empty means "defer" (spec §6.9).
+
+    Only the newest message may be cut off, and only when it holds a pending tool call: the
+    observer must not see half a tool exchange, and the buffer cursor (newest buffered
+    `createdAt` + 1 ms) must not hide the held-back message once its result arrives.
+    """
+    ordered = sorted(candidates, key=lambda c: c.created_at_ms)
+    if not ordered:
+        return ()
+    newest_at = ordered[-1].created_at_ms
+    newest = [c for c in ordered if c.created_at_ms == newest_at]
+    if not any(c.has_pending_tool_call for c in newest):
+        return tuple(ordered)
+    if len(newest) > 1:
+        return ()
+    held_back = ordered[-1]
+    kept = ordered[:-1]
+    for candidate in kept:
+        if candidate.created_at_ms + 1 >= held_back.created_at_ms:
+            return ()
+        if candidate.tool_call_ids & held_back.tool_call_ids:
+            return ()
+    return tuple(kept)
