@@ -737,6 +737,10 @@ class OmConfig(_Options):
     # omstream options: which counter decides thresholds, and the zone dates are rendered in.
     token_counter: str = "tiktoken"
     time_zone: str = "UTC"
+    # When thresholds are checked: at every step the producer reports (the original's timing),
+    # at every message (producers without an agent loop), or "auto": per message until the
+    # first step arrives, then per step.
+    check_thresholds_at: Literal["auto", "step", "message"] = "auto"
 
     @field_validator("token_counter")
     @classmethod
@@ -985,6 +989,7 @@ class ResolvedConfig:
     obscure_thread_ids: bool
     token_counter: str
     time_zone: str
+    check_thresholds_at: str
     observation: ResolvedObservation
     reflection: ResolvedReflection
 
@@ -1113,6 +1118,7 @@ def _resolve(om: OmConfig) -> ResolvedConfig:
                             else om.obscure_thread_ids),
         token_counter=om.token_counter,
         time_zone=om.time_zone,
+        check_thresholds_at=om.check_thresholds_at,
         observation=_resolve_observation(om),
         reflection=_resolve_reflection(om),
     )

@@ -37,6 +37,8 @@ __all__ = [
     "BufferingStartData",
     "Event",
     "EventEnvelope",
+    "MemoryDeleted",
+    "MemoryDeletedData",
     "ExtractionFailure",
     "MarkerConfig",
     "ObservationEnd",
@@ -336,6 +338,18 @@ class ResultIgnored(EventEnvelope):
     data: ResultIgnoredData
 
 
+class MemoryDeletedData(WireModel):
+    reason: Literal["thread-deleted", "resource-deleted"]
+    generation_count: Count
+
+
+class MemoryDeleted(EventEnvelope):
+    """The memory was deleted on request; projections drop it (an omstream event)."""
+
+    type: Literal["om-memory-deleted"] = "om-memory-deleted"
+    data: MemoryDeletedData
+
+
 #: Any record of `<ns>.events`, told apart by `type`.
 Event = Annotated[
     Union[
@@ -349,6 +363,7 @@ Event = Annotated[
         Activation,
         ThreadUpdate,
         ResultIgnored,
+        MemoryDeleted,
     ],
     Field(discriminator="type"),
 ]

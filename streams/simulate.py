@@ -86,19 +86,13 @@ class Simulation:
     jobs: list[ModelJob] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
 
-    @staticmethod
-    def _new(key: str, event: Input) -> MemoryState:
-        # The simulator drives steps itself, so thresholds wait for steps from the first message.
-        state = new_state(key, event.thread_id, event.resource_id)
-        return state.model_copy(update={"steps_reported": True})
-
     def feed(self, event: Input) -> list[ModelJob]:
         if isinstance(event, ModelResult):
             key = event.memory_key
             state = self.states[key]
         else:
             key = memory_key(self.config.om, event.thread_id, event.resource_id)
-            state = self.states.get(key) or self._new(key, event)
+            state = self.states.get(key) or new_state(key, event.thread_id, event.resource_id)
         out = fold(state, event, self.config)
         self.states[key] = out.state
         self.events.extend(out.events)
@@ -120,7 +114,7 @@ async def _settle(sim: Simulation, jobs: list[ModelJob], policy: RetryPolicy, me
 
 async def simulate(messages: Iterable[Message], om: OmConfig, *, measured_time: bool = False,
                    policy: RetryPolicy = RetryPolicy(), progress: Any = None) -> Simulation:
-    sim = Simulation(EngineConfig(om))
+    sim = Simulation(EngineConfig(driven_config(om)))
     for event in turns(messages):
         await _settle(sim, sim.feed(event), policy, measured_time)
         if progress is not None and isinstance(event, Message):
@@ -131,6 +125,13 @@ async def simulate(messages: Iterable[Message], om: OmConfig, *, measured_time: 
 def parity_config(om: OmConfig) -> OmConfig:
     """The original's counting and rendering: tokenx estimates, dates in UTC."""
     return om.model_copy(update={"token_counter": "tokenx", "time_zone": "UTC"})
+
+
+def driven_config(om: OmConfig) -> OmConfig:
+    """The simulator drives steps itself, so thresholds wait for steps from the first message."""
+    if om.check_thresholds_at != "auto":
+        return om
+    return om.model_copy(update={"check_thresholds_at": "step"})
 
 
 def write_events(events: Iterable[Any], path: Path) -> None:

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Cycle", "MemoryState", "PendingMessage"]
+__all__ = ["BufferedChunk", "BufferedReflection", "Cycle", "Generation", "MemoryState", "PendingMessage"]
 
 
 class _Frozen(BaseModel):
@@ -21,6 +21,7 @@ class PendingMessage(_Frozen):
     created_at: datetime
     text: str
     tokens: int
+    title: str | None = None  # the transcript's line title; "" for a temporal-gap marker
 
 
 class Cycle(_Frozen):
@@ -32,7 +33,7 @@ class Cycle(_Frozen):
     """
 
     cycle_id: str
-    kind: str  # observe | reflect
+    kind: str  # observe | reflect | buffer | buffer-reflection
     message_ids: tuple[str, ...]
     tokens: int
     started_at: datetime
@@ -43,8 +44,44 @@ class Cycle(_Frozen):
     level: int = 0  # reflection compression level
     max_level: int = 0
     guidance: str | None = None
-    best: str | None = None  # smallest acceptable reflection so far (normative choice 4)
-    best_suggested_response: str | None = None
+    # Reflection ladder: every attempt so far as (level, tokens, failed), and its text.
+    attempts: tuple[tuple[int, int, bool], ...] = ()
+    candidates: tuple[str, ...] = ()
+    suggested: tuple[str | None, ...] = ()
+    target: int = 0  # tokens a reflection must get under
+    line_count: int = 0  # buffered reflection: the leading log lines it rewrites
+    model: str | None = None
+
+
+class BufferedChunk(_Frozen):
+    """Observations computed in the background, waiting for activation (spec §3.2)."""
+
+    cycle_id: str
+    observations: str
+    tokens: int  # observation tokens
+    message_ids: tuple[str, ...]
+    message_tokens: int
+    last_observed_at: datetime
+
+
+class BufferedReflection(_Frozen):
+    """A reflection of the log's first `line_count` lines, waiting for activation (spec §6.8)."""
+
+    cycle_id: str
+    text: str
+    tokens: int
+    input_tokens: int
+    line_count: int
+    suggested_response: str | None = None
+
+
+class Generation(_Frozen):
+    """A finished generation of the record: what a reflection replaced (history, spec §3.1)."""
+
+    generation: int
+    record_id: str
+    observation_tokens: int
+    ended_at: datetime
 
 
 class MemoryState(_Frozen):
@@ -66,6 +103,21 @@ class MemoryState(_Frozen):
     steps_reported: bool = False
     clock: datetime | None = None
     cycles_completed: int = 0
+    chunks: tuple[BufferedChunk, ...] = ()
+    buffering: Cycle | None = None  # background observation in flight
+    buffer_boundary: int = 0  # pending tokens when the last buffer was triggered (spec §6.2)
+    reflection_buffering: Cycle | None = None  # background reflection in flight
+    buffered_reflection: BufferedReflection | None = None
+    history: tuple[Generation, ...] = ()
+    # What activation on idle or on a provider change decides with (spec §6.4 step 3).
+    last_activity_at: datetime | None = None
+    last_model: str | None = None
+    # Per-memory overrides (spec §2): observation.messageTokens, reflection.observationTokens.
+    message_tokens_override: int | None = None
+    observation_tokens_override: int | None = None
+    title: str | None = None
+    title_pinned: bool = False
+    requests: tuple[str, ...] = ()  # recent control request ids, for idempotent commands
     # Observation tokens at which a threshold reflection gave up (failed, or could not get below
     # the threshold): it is not retried until the observations change (spec §6.7, §8.3).
     reflection_suppressed_at: int | None = None

@@ -94,7 +94,7 @@ def test_index_lists_every_file_and_every_wire_type() -> None:
 
 def test_export_reports_changes_and_check_fails_on_stale_files(tmp_path, capsys) -> None:
     assert main(["schema", "export", "--out", str(tmp_path)]) == 0
-    assert "24 new" in capsys.readouterr().out
+    assert f"{len(render_schemas())} new" in capsys.readouterr().out
     assert main(["schema", "export", "--out", str(tmp_path), "--check"]) == 0
     (tmp_path / "message.json").write_text("{}\n")
     (tmp_path / "notes.json").write_text("{}\n")  # not ours: never touched
@@ -286,6 +286,8 @@ VALID: dict[str, dict[str, Any]] = {
         "cycleId": "c1", "threadId": "t1", "newTitle": "Cycling to Avignon", "timestamp": T}},
     "om-result-ignored.json": {**ENVELOPE, "type": "om-result-ignored",
                                "data": {"cycleId": "c0", "kind": "observe", "reason": "late"}},
+    "om-memory-deleted.json": {**ENVELOPE, "type": "om-memory-deleted",
+                               "data": {"reason": "thread-deleted", "generationCount": 2}},
 }
 
 

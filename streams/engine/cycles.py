@@ -1,0 +1,723 @@
+"""The observation and reflection lifecycle of one memory (spec §6–§8, §11), as fold steps.
+
+A *check* runs at every step the agent reports (or at every message, for producers without an
+agent loop) in the original's order::
+
+    step 0: activate buffered chunks if the threshold, idle time or a provider change says so
+            reflect if due (buffer a reflection, swap a buffered one in, or reflect blocking)
+    then:   at the threshold, activate buffered chunks (instant, no model call)
+            at blockAfter (or the threshold when buffering is off), observe blocking
+            cross a buffer interval: start a background observation
+            after anything changed the log: reflect if due
+    last:   data-om-status
+
+A blocking cycle (observe, reflect) holds the memory's later inputs until its result arrives; the
+check then resumes where it stopped, so `data-om-status` reports the settled windows, after the
+cycle's own events.  Background cycles (buffer, buffer-reflection) never hold anything: their
+results land in state (`chunks`, `buffered_reflection`) and wait for an activation.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from schemas.base import iso
+from schemas.events import (
+    Activation,
+    ActivationData,
+    ActiveWindows,
+    BufferedObservationsWindow,
+    BufferedReflectionWindow,
+    BufferedWindows,
+    BufferingEnd,
+    BufferingEndData,
+    BufferingFailed,
+    BufferingFailedData,
+    BufferingStart,
+    BufferingStartData,
+    ObservationEnd,
+    ObservationEndData,
+    ObservationFailed,
+    ObservationFailedData,
+    ObservationStart,
+    ObservationStartData,
+    ResultIgnored,
+    ResultIgnoredData,
+    Status,
+    StatusData,
+    TokenWindow,
+    Windows,
+)
+from schemas.jobs import ChatMessage, ModelJob, ModelResult, request_hash
+
+from .activation import (
+    Chunk,
+    activation_trigger,
+    did_provider_change,
+    force_max_activation,
+    plan_activation,
+    resolve_activation_ttl,
+    to_epoch_ms,
+)
+from .observations import append_observations
+from .parsing import ObserverOutput, parse_observer_output
+from .prompts import (
+    observer_system_prompt,
+    observer_user_prompt,
+    reflector_system_prompt,
+    reflector_user_prompt,
+)
+from .reflection_plan import (
+    ReflectionAttempt,
+    buffered_reflection_slice,
+    buffered_reflection_suppressed,
+    compression_start_level,
+    ladder_step,
+    max_compression_level,
+    merge_buffered_reflection,
+    plan_reflection,
+)
+from .state import BufferedChunk, BufferedReflection, Cycle, Generation, PendingMessage
+from .step import Step
+from .thresholds import enough_to_buffer, projected_message_removal, should_trigger_buffer
+from .tokens import count_messages
+from .transcript import TranscriptLine, render_transcript
+from .truncation import truncate_observations
+
+__all__ = ["check", "manual_observe", "manual_reflect", "on_result", "emit_status"]
+
+BUFFERED_SEPARATOR = "--- BUFFERED (pending activation) ---"
+
+
+# --- the check --------------------------------------------------------------------------------
+def check(step: Step, now: datetime, step_number: int | None, actor_model: str | None) -> None:
+    """One step's (or message's) preparation; ends with `data-om-status` unless a cycle blocks."""
+    if step_number in (0, None):
+        _activate(step, now, checked=True, actor_model=actor_model)
+        if _maybe_reflect(step, now, "before-observe", step_number, actor_model):
+            return
+    resume(step, now, "before-observe", step_number)
+
+
+def resume(step: Step, now: datetime, after: str, step_number: int | None) -> None:
+    """Continue a check after its phase `after` (at once, or when a blocking cycle ended)."""
+    if after == "before-observe" and _observe_phase(step, now, step_number):
+        return
+    if after in ("before-observe", "observe") and step.observations_changed:
+        if _maybe_reflect(step, now, "after-observe", step_number, None):
+            return
+    emit_status(step, now, step_number)
+
+
+def _observe_phase(step: Step, now: datetime, step_number: int | None) -> bool:
+    """Activation, the blocking observation and buffering; True when a cycle now blocks."""
+    config = step.config
+    threshold = config.message_threshold(step.state)
+    if not config.async_buffering:
+        if step.pending_tokens >= threshold:
+            _start_observation(step, now, step_number, trigger="turn-sync")
+            return True
+        return False
+    if step.pending_tokens >= threshold:
+        _activate(step, now, checked=False, actor_model=None)
+    block_after = config.resolved.observation.block_after
+    if block_after is not None and step.pending_tokens >= block_after:
+        if step.state.buffering is not None:
+            # The safety net: wait for the chunk in flight, then decide again.
+            step.update(in_flight=step.state.buffering.model_copy(
+                update={"phase": "before-observe", "step_number": step_number}))
+            return True
+        _start_observation(step, now, step_number, trigger="turn-sync")
+        return True
+    _maybe_buffer(step, now)
+    return False
+
+
+# --- status -----------------------------------------------------------------------------------
+def emit_status(step: Step, now: datetime, step_number: int | None) -> None:
+    state, config = step.state, step.config
+    pending = step.pending_tokens
+    threshold = config.message_threshold(state)
+    chunk_tokens = [c.message_tokens for c in state.chunks]
+    activation = config.resolved.observation.buffer_activation
+    buffered = BufferedObservationsWindow(
+        chunks=len(state.chunks),
+        message_tokens=min(sum(chunk_tokens), pending),
+        projected_message_removal=(
+            projected_message_removal(chunk_tokens, activation, threshold, pending) if activation else 0),
+        observation_tokens=sum(c.tokens for c in state.chunks),
+        status="running" if state.buffering else "complete" if state.chunks else "idle",
+    )
+    reflection = state.buffered_reflection
+    buffered_reflection = BufferedReflectionWindow(
+        input_observation_tokens=reflection.input_tokens if reflection else 0,
+        observation_tokens=reflection.tokens if reflection else 0,
+        status="running" if state.reflection_buffering else "complete" if reflection else "idle",
+    )
+    windows = Windows(
+        active=ActiveWindows(
+            messages=TokenWindow(tokens=pending, threshold=threshold),
+            observations=TokenWindow(tokens=state.observation_tokens,
+                                     threshold=config.reflection_threshold(state, pending)),
+        ),
+        buffered=BufferedWindows(observations=buffered, reflection=buffered_reflection),
+    )
+    step.emit(Status, StatusData(
+        windows=windows, record_id=step.record_id, thread_id=state.thread_id,
+        step_number=step_number, generation_count=state.generation,
+    ), now)
+
+
+# --- model jobs -------------------------------------------------------------------------------
+def _job(step: Step, cycle: Cycle, messages: tuple[ChatMessage, ...], *, reflector: bool,
+         trigger: str, input_tokens: int) -> ModelJob | str:
+    """The job for `cycle`, or the error text when no model may take it (ModelByInputTokens)."""
+    state, resolved = step.state, step.config.resolved
+    agent = resolved.reflection.model if reflector else resolved.observation.model
+    try:
+        model = agent.for_input_tokens(input_tokens)
+    except ValueError as exc:
+        return str(exc)
+    fallbacks = None
+    if agent.routing == "fallbacks":
+        fallbacks = tuple(e.model for e in agent.spec[1:] if e.enabled) or None
+    settings = dict(agent.settings)
+    options = agent.provider_options or None
+    return ModelJob(
+        kind=cycle.kind, cycle_id=cycle.cycle_id, memory_key=state.memory_key,
+        thread_id=state.thread_id, generation=state.generation,
+        cursor=iso(state.cursor) if state.cursor else None, model=model, messages=messages,
+        settings=settings, provider_options=options, fallbacks=fallbacks,
+        request_hash=request_hash(model, messages, settings, provider_options=options, fallbacks=fallbacks),
+        created_at=cycle.started_at, trigger=trigger, input_tokens=input_tokens,
+    )
+
+
+def _outcome_time(step: Step, cycle: Cycle, result: ModelResult) -> tuple[datetime, int]:
+    """The cycle's start plus the model call's own duration, so the log does not depend on
+    when the worker happened to read the result."""
+    duration = max(0, round((result.completed_at - result.started_at).total_seconds() * 1000))
+    return step.now(cycle.started_at + timedelta(milliseconds=duration)), duration
+
+
+def on_result(step: Step, result: ModelResult) -> None:
+    """Route a model result to the cycle waiting for it; anything else is recorded and ignored."""
+    state = step.state
+    for cycle, handler in ((state.in_flight, _blocking_result), (state.buffering, _buffer_result),
+                           (state.reflection_buffering, _reflection_buffer_result)):
+        if cycle is not None and cycle.cycle_id == result.cycle_id:
+            handler(step, cycle, result)
+            return
+    at = step.now(state.clock or result.completed_at)
+    step.emit(ResultIgnored, ResultIgnoredData(
+        cycle_id=result.cycle_id, kind=result.kind,
+        reason="no cycle waits for this result (a late or duplicate delivery, or superseded)",
+    ), at)
+
+
+def _blocking_result(step: Step, cycle: Cycle, result: ModelResult) -> None:
+    done, duration = _outcome_time(step, cycle, result)
+    step.update(in_flight=None)
+    if cycle.kind == "reflect":
+        _reflection_result(step, cycle, result, done, duration)
+    elif cycle.kind == "buffer":  # a buffer the check waited for at blockAfter
+        _buffer_result(step, cycle, result)
+        resume(step, step.state.clock or done, "before-observe", cycle.step_number)
+    else:
+        _observation_result(step, cycle, result, done, duration)
+
+
+# --- observation ------------------------------------------------------------------------------
+def _transcript(messages: tuple[PendingMessage, ...], time_zone: str) -> str:
+    return render_transcript(
+        (TranscriptLine(m.created_at, m.role.capitalize() if m.title is None else m.title, m.text)
+         for m in messages), time_zone)
+
+
+def _observer_request(step: Step, messages: tuple[PendingMessage, ...], *,
+                      buffered: bool) -> tuple[ChatMessage, ...]:
+    state, config = step.state, step.config
+    o = config.resolved.observation
+    hints = (o.current_task_hint or o.suggested_response_hint) and not buffered
+    previous = state.observations
+    if buffered and state.chunks:
+        pending = "\n\n".join(c.observations for c in state.chunks)
+        previous = f"{previous}\n\n{BUFFERED_SEPARATOR}\n\n{pending}" if previous else pending
+    shown, truncated = truncate_observations(previous, o.previous_observer_tokens, config.counter.count)
+    user = observer_user_prompt(
+        transcript=_transcript(messages, config.om.time_zone),
+        previous_observations=shown, truncated=truncated,
+        current_task=state.current_task if hints else None,
+        suggested_response=state.suggested_response if hints else None,
+    )
+    if buffered:
+        user += "\n\nOutput <observations> every time."
+    return (
+        ChatMessage(role="system", content=observer_system_prompt(
+            continuation_hints=bool(hints), instruction=o.instruction)),
+        ChatMessage(role="user", content=user),
+    )
+
+
+def _start_observation(step: Step, now: datetime, step_number: int | None, *, trigger: str) -> None:
+    """A blocking observation of every unobserved message."""
+    state = step.state
+    messages = state.pending
+    tokens = step.pending_tokens
+    cycle = Cycle(cycle_id=step.next_cycle_id(), kind="observe", message_ids=state.pending_ids,
+                  tokens=tokens, started_at=now, generation=state.generation, phase="observe",
+                  step_number=step_number, trigger=trigger)
+    step.emit(ObservationStart, ObservationStartData(
+        cycle_id=cycle.cycle_id, operation_type="observation", started_at=now,
+        tokens_to_observe=tokens, record_id=step.record_id, thread_id=state.thread_id,
+        thread_ids=(state.thread_id,), config=step.config.marker_config(state),
+    ), now)
+    job = _job(step, cycle, _observer_request(step, messages, buffered=False), reflector=False,
+               trigger=trigger, input_tokens=tokens)
+    if isinstance(job, str):
+        _failed(step, cycle, "observation", job, now, 0)
+        emit_status(step, now, step_number)
+        return
+    step.jobs.append(job)
+    step.update(in_flight=cycle)
+
+
+def _failed(step: Step, cycle: Cycle, operation: str, error: str, done: datetime, duration: int,
+            *, background: bool = False) -> None:
+    cls, data = (BufferingFailed, BufferingFailedData) if background else (ObservationFailed, ObservationFailedData)
+    step.emit(cls, data(
+        cycle_id=cycle.cycle_id, operation_type=operation, failed_at=done, duration_ms=duration,
+        tokens_attempted=cycle.tokens, error=error[:2000], record_id=step.record_id,
+        thread_id=step.state.thread_id,
+    ), done)
+
+
+def _read_observer(result: ModelResult) -> ObserverOutput | str:
+    """The parsed answer, or why it cannot be used (the messages then stay for the next cycle)."""
+    if not result.ok:
+        return result.error or "model call failed"
+    parsed = parse_observer_output(result.output or "")
+    if parsed.degenerate:
+        return "Observer produced degenerate output"
+    if not parsed.observations:
+        return "Observer returned no observations"
+    return parsed
+
+
+def _observation_result(step: Step, cycle: Cycle, result: ModelResult, done: datetime,
+                        duration: int) -> None:
+    parsed = _read_observer(result)
+    if isinstance(parsed, str):
+        _failed(step, cycle, "observation", parsed, done, duration)
+        emit_status(step, done, cycle.step_number)
+        return
+    _commit_observation(step, cycle, parsed, done, duration)
+    resume(step, done, "observe", cycle.step_number)
+
+
+def _observe_messages(step: Step, message_ids: tuple[str, ...], text: str, cursor: datetime) -> None:
+    """Append `text` to the log and retire the messages it covers (one home for both paths)."""
+    state, config = step.state, step.config
+    covered = set(message_ids)
+    joined = append_observations(state.observations, text, iso(cursor))
+    step.update(
+        observations=joined,
+        observation_tokens=config.counter.count(joined),
+        cursor=cursor if state.cursor is None or cursor > state.cursor else state.cursor,
+        pending=tuple(m for m in state.pending if m.id not in covered),
+        # A chunk whose messages are observed some other way is superseded.
+        chunks=tuple(c for c in state.chunks if not covered & set(c.message_ids)),
+    )
+    step.observations_changed = True
+
+
+def _commit_observation(step: Step, cycle: Cycle, parsed: ObserverOutput, done: datetime,
+                        duration: int) -> None:
+    state, config = step.state, step.config
+    covered = set(cycle.message_ids)
+    cursor = max(m.created_at for m in state.pending if m.id in covered)
+    _observe_messages(step, cycle.message_ids, parsed.observations, cursor)
+    step.update(current_task=parsed.current_task, suggested_response=parsed.suggested_response,
+                cycles_completed=state.cycles_completed + 1, buffer_boundary=0)
+    step.emit(ObservationEnd, ObservationEndData(
+        cycle_id=cycle.cycle_id, operation_type="observation", completed_at=done,
+        duration_ms=duration, tokens_observed=cycle.tokens,
+        observation_tokens=config.counter.count(parsed.observations), observations=parsed.observations,
+        current_task=parsed.current_task, suggested_response=parsed.suggested_response,
+        record_id=step.record_id, thread_id=state.thread_id,
+        observed_message_ids=cycle.message_ids, cursor=iso(step.state.cursor),
+        generation=state.generation,
+    ), done)
+
+
+def manual_observe(step: Step, now: datetime) -> None:
+    """`om observe`: every unobserved message, now, whatever the thresholds say."""
+    if not step.state.pending:
+        emit_status(step, now, None)
+        return
+    _start_observation(step, now, None, trigger="manual")
+
+
+# --- async buffering (spec §6.2, §6.3) --------------------------------------------------------
+def _maybe_buffer(step: Step, now: datetime) -> None:
+    state, config = step.state, step.config
+    o = config.resolved.observation
+    pending = step.pending_tokens
+    if state.buffering is not None or not should_trigger_buffer(
+            pending, state.buffer_boundary, config.message_threshold(state), o.buffer_tokens):
+        return
+    # The boundary moves even when nothing is buffered, so the same interval does not retry.
+    step.update(buffer_boundary=pending)
+    start_buffer(step, now, skip_minimum=False)
+
+
+def start_buffer(step: Step, now: datetime, *, skip_minimum: bool) -> None:
+    """A background observation of the messages no chunk covers yet."""
+    state = step.state
+    covered = {mid for c in state.chunks for mid in c.message_ids}
+    candidates = tuple(m for m in state.pending if m.id not in covered)
+    tokens = count_messages([m.tokens for m in candidates])
+    if state.buffering is not None or not enough_to_buffer(
+            tokens, step.config.resolved.observation.buffer_tokens, skip_minimum=skip_minimum):
+        return
+    cycle = Cycle(cycle_id=step.next_cycle_id(), kind="buffer",
+                  message_ids=tuple(m.id for m in candidates), tokens=tokens, started_at=now,
+                  generation=state.generation, trigger="async-buffer")
+    step.emit(BufferingStart, BufferingStartData(
+        cycle_id=cycle.cycle_id, operation_type="observation", started_at=now,
+        tokens_to_buffer=tokens, record_id=step.record_id, thread_id=state.thread_id,
+        thread_ids=(state.thread_id,), config=step.config.marker_config(state),
+    ), now)
+    job = _job(step, cycle, _observer_request(step, candidates, buffered=True), reflector=False,
+               trigger="async-buffer", input_tokens=tokens)
+    if isinstance(job, str):
+        _failed(step, cycle, "observation", job, now, 0, background=True)
+        return
+    step.jobs.append(job)
+    step.update(buffering=cycle)
+
+
+def _buffer_result(step: Step, cycle: Cycle, result: ModelResult) -> None:
+    done, duration = _outcome_time(step, cycle, result)
+    step.update(buffering=None)
+    state = step.state
+    parsed = _read_observer(result)
+    pending_ids = set(state.pending_ids)
+    if isinstance(parsed, str) or not set(cycle.message_ids) <= pending_ids:
+        reason = parsed if isinstance(parsed, str) else "superseded: its messages were observed meanwhile"
+        _failed(step, cycle, "observation", reason, done, duration, background=True)
+        return
+    covered = [m for m in state.pending if m.id in set(cycle.message_ids)]
+    chunk = BufferedChunk(
+        cycle_id=cycle.cycle_id, observations=parsed.observations,
+        tokens=step.config.counter.count(parsed.observations), message_ids=cycle.message_ids,
+        message_tokens=cycle.tokens, last_observed_at=max(m.created_at for m in covered),
+    )
+    chunks = (*state.chunks, chunk)
+    # Spec §6.3 step 9: the boundary restarts from the tokens just buffered.
+    step.update(chunks=chunks, buffer_boundary=cycle.tokens)
+    step.emit(BufferingEnd, BufferingEndData(
+        cycle_id=cycle.cycle_id, operation_type="observation", completed_at=done,
+        duration_ms=duration, tokens_buffered=cycle.tokens,
+        buffered_tokens=sum(c.tokens for c in chunks), record_id=step.record_id,
+        thread_id=state.thread_id, observations=parsed.observations,
+        observed_message_ids=cycle.message_ids, generation=state.generation,
+    ), done)
+
+
+# --- activation (spec §6.4) -------------------------------------------------------------------
+def _activate(step: Step, now: datetime, *, checked: bool, actor_model: str | None) -> None:
+    """Move the leading buffered chunks into the log; instant, no model call."""
+    state, config = step.state, step.config
+    if not state.chunks:
+        return
+    o = config.resolved.observation
+    pending = step.pending_tokens
+    threshold = config.message_threshold(state)
+    ttl = resolve_activation_ttl(o.activate_after_idle, actor_model)
+    trigger = "threshold"
+    if checked:
+        trigger = activation_trigger(
+            has_chunks=True, pending_tokens=pending, threshold=threshold, now=now,
+            last_activity_at=state.last_activity_at, idle_ttl_ms=ttl,
+            activate_on_provider_change=o.activate_on_provider_change,
+            actor_model=actor_model, last_model=state.last_model)
+        if trigger is None:
+            return
+    plan = plan_activation(
+        [Chunk(c.cycle_id, c.message_tokens, c.tokens, c.message_ids) for c in state.chunks],
+        retention_floor=config.retention_floor(state), pending_tokens=pending,
+        force_max=force_max_activation(pending, o.block_after))
+    chosen = state.chunks[:plan.chunk_count]
+    step.update(chunks=state.chunks[plan.chunk_count:])
+    details = {}
+    if trigger == "ttl" and state.last_activity_at is not None:
+        idle = to_epoch_ms(now) - to_epoch_ms(state.last_activity_at)
+        details = {"last_activity_at": to_epoch_ms(state.last_activity_at),
+                   "ttl_expired_ms": max(0, int(idle - (ttl or 0)))}
+    elif trigger == "provider_change":
+        details = {"previous_model": state.last_model, "current_model": actor_model}
+    for chunk in chosen:
+        _observe_messages(step, chunk.message_ids, chunk.observations, chunk.last_observed_at)
+        step.emit(Activation, ActivationData(
+            cycle_id=chunk.cycle_id, operation_type="observation", activated_at=now,
+            chunks_activated=1, tokens_activated=chunk.message_tokens,
+            observation_tokens=chunk.tokens, messages_activated=len(chunk.message_ids),
+            record_id=step.record_id, thread_id=state.thread_id,
+            generation_count=step.state.generation, config=config.marker_config(state),
+            observations=chunk.observations, triggered_by=trigger,
+            activated_message_ids=chunk.message_ids, cursor=iso(step.state.cursor), **details,
+        ), now)
+    # Activated chunks carry no hints: the stored ones are cleared (spec §6.4 step 8).
+    step.update(current_task=None, suggested_response=None, buffer_boundary=0,
+                cycles_completed=step.state.cycles_completed + len(chosen))
+
+
+# --- reflection (spec §6.7, §6.8, §8.3) -------------------------------------------------------
+def _maybe_reflect(step: Step, now: datetime, phase: str, step_number: int | None,
+                   actor_model: str | None) -> bool:
+    """Reflect if due; True when a blocking reflection now runs."""
+    state, config = step.state, step.config
+    r = config.resolved.reflection
+    threshold = config.reflection_threshold(state, step.pending_tokens)
+    ttl = resolve_activation_ttl(r.activate_after_idle, actor_model)
+    ttl_expired = ttl is not None and state.last_activity_at is not None and (
+        to_epoch_ms(now) - to_epoch_ms(state.last_activity_at) >= ttl)
+    provider_changed = r.activate_on_provider_change and did_provider_change(actor_model, state.last_model)
+    plan = plan_reflection(
+        state.observation_tokens, threshold, async_enabled=config.async_buffering,
+        buffer_activation=r.buffer_activation or 0.5, block_after=r.block_after,
+        has_buffered_reflection=state.buffered_reflection is not None,
+        buffering_in_flight=state.reflection_buffering is not None,
+        ttl_expired=ttl_expired, provider_changed=provider_changed,
+        suppressed_at=state.reflection_suppressed_at,
+    )
+    if plan.action == "buffer":
+        _start_reflection_buffer(step, now, threshold)
+    elif plan.action == "activate_buffered":
+        _activate_reflection(step, now, plan.triggered_by or "threshold", threshold)
+    elif plan.action == "reflect":
+        _start_reflection(step, now, phase=phase, step_number=step_number, trigger="turn-sync")
+        return True
+    return False
+
+
+def _reflector_request(step: Step, observations: str, level: int, *, guidance: str | None,
+                       hints: bool) -> tuple[ChatMessage, ...]:
+    r = step.config.resolved.reflection
+    return (
+        ChatMessage(role="system", content=reflector_system_prompt(
+            continuation_hints=hints, instruction=r.instruction)),
+        ChatMessage(role="user", content=reflector_user_prompt(
+            observations=observations, level=level, guidance=guidance, continuation_hints=hints)),
+    )
+
+
+def _reflection_cycle(step: Step, now: datetime, *, kind: str, level: int, tokens: int,
+                      **fields: object) -> Cycle:
+    state = step.state
+    return Cycle(cycle_id=step.next_cycle_id(), kind=kind, message_ids=(), tokens=tokens,
+                 started_at=now, generation=state.generation, level=level,
+                 model=step.config.resolved.reflection.model.name, **fields)
+
+
+def _start_reflection(step: Step, now: datetime, *, phase: str, step_number: int | None,
+                      trigger: str, guidance: str | None = None, previous: Cycle | None = None,
+                      level: int | None = None) -> None:
+    """A blocking reflection of the whole log, or the next rung of its ladder."""
+    state, config = step.state, step.config
+    start = compression_start_level(config.resolved.reflection.model.name, manual=trigger == "manual")
+    carried = {"attempts": previous.attempts, "candidates": previous.candidates,
+               "suggested": previous.suggested} if previous else {}
+    cycle = _reflection_cycle(
+        step, now, kind="reflect", level=start if level is None else level,
+        tokens=state.observation_tokens, phase=phase, step_number=step_number, trigger=trigger,
+        guidance=guidance, max_level=max_compression_level(start),
+        target=config.reflection_threshold(state, step.pending_tokens), **carried)
+    step.emit(ObservationStart, ObservationStartData(
+        cycle_id=cycle.cycle_id, operation_type="reflection", started_at=now,
+        tokens_to_observe=cycle.tokens, record_id=step.record_id, thread_id=state.thread_id,
+        thread_ids=(state.thread_id,), config=config.marker_config(state),
+    ), now)
+    r = config.resolved.reflection
+    hints = r.current_task_hint or r.suggested_response_hint
+    messages = _reflector_request(step, state.observations, cycle.level, guidance=guidance, hints=hints)
+    job = _job(step, cycle, messages, reflector=True, trigger=trigger, input_tokens=cycle.tokens)
+    if isinstance(job, str):
+        _reflection_gave_up(step, cycle, job, now, 0)
+        return
+    step.jobs.append(job)
+    step.update(in_flight=cycle)
+
+
+def _ladder(step: Step, cycle: Cycle, result: ModelResult):
+    """Record this attempt on the cycle and ask the ladder what follows."""
+    parsed = parse_observer_output(result.output or "") if result.ok else None
+    failed = parsed is None or parsed.degenerate or not parsed.observations
+    text = "" if failed else parsed.observations
+    tokens = cycle.tokens if failed else step.config.counter.count(text)
+    cycle = cycle.model_copy(update={
+        "attempts": (*cycle.attempts, (cycle.level, tokens, failed)),
+        "candidates": (*cycle.candidates, text),
+        "suggested": (*cycle.suggested, None if failed else parsed.suggested_response),
+    })
+    start = compression_start_level(cycle.model or "", manual=cycle.trigger == "manual")
+    decision = ladder_step([ReflectionAttempt(*a) for a in cycle.attempts], start_level=start,
+                           target=cycle.target, input_tokens=cycle.tokens)
+    if decision.action == "fail" and parsed is None:
+        decision = decision.__class__("fail", message=result.error or decision.message)
+    return cycle, decision
+
+
+def _reflection_result(step: Step, cycle: Cycle, result: ModelResult, done: datetime,
+                       duration: int) -> None:
+    cycle, decision = _ladder(step, cycle, result)
+    if decision.action == "accept":
+        i = decision.accepted_index
+        _commit_reflection(step, cycle, cycle.candidates[i], cycle.suggested[i], done, duration)
+    elif decision.action == "retry":
+        _failed(step, cycle, "reflection", decision.message or "", done, duration)
+        _start_reflection(step, done, phase=cycle.phase, step_number=cycle.step_number,
+                          trigger=cycle.trigger, guidance=cycle.guidance, previous=cycle,
+                          level=decision.next_level)
+    else:
+        _reflection_gave_up(step, cycle, decision.message or "reflection failed", done, duration)
+
+
+def _reflection_gave_up(step: Step, cycle: Cycle, error: str, done: datetime, duration: int) -> None:
+    _failed(step, cycle, "reflection", error, done, duration)
+    step.update(reflection_suppressed_at=cycle.tokens)
+    resume(step, done, cycle.phase, cycle.step_number)
+
+
+def _new_generation(step: Step, text: str, at: datetime, **changes: object) -> None:
+    """The record's next generation; the finished one goes to history.  The messages, the
+    cursor and the buffered chunks carry over (normative choice 6)."""
+    state, config = step.state, step.config
+    finished = Generation(generation=state.generation, record_id=step.record_id,
+                          observation_tokens=state.observation_tokens, ended_at=at)
+    step.update(generation=state.generation + 1, observations=text,
+                observation_tokens=config.counter.count(text), history=(*state.history, finished),
+                buffered_reflection=None, reflection_buffering=None, **changes)
+    step.observations_changed = False
+
+
+def _commit_reflection(step: Step, cycle: Cycle, text: str, suggested: str | None,
+                       done: datetime, duration: int) -> None:
+    state, config = step.state, step.config
+    tokens = config.counter.count(text)
+    _new_generation(step, text, done,
+                    suggested_response=suggested or state.suggested_response,
+                    reflection_suppressed_at=tokens if tokens >= cycle.target else None)
+    step.emit(ObservationEnd, ObservationEndData(
+        cycle_id=cycle.cycle_id, operation_type="reflection", completed_at=done,
+        duration_ms=duration, tokens_observed=cycle.tokens, observation_tokens=tokens,
+        observations=text, suggested_response=suggested, record_id=step.record_id,
+        thread_id=state.thread_id, cursor=iso(state.cursor) if state.cursor else None,
+        generation=step.state.generation,
+    ), done)
+    resume(step, done, cycle.phase, cycle.step_number)
+
+
+def manual_reflect(step: Step, now: datetime, guidance: str | None) -> None:
+    """`om reflect`: the whole log, now, starting at compression level 0, with optional guidance."""
+    if not step.state.observations:
+        emit_status(step, now, None)
+        return
+    _start_reflection(step, now, phase="after-observe", step_number=None, trigger="manual",
+                      guidance=guidance)
+
+
+def _start_reflection_buffer(step: Step, now: datetime, threshold: int) -> None:
+    state, config = step.state, step.config
+    r = config.resolved.reflection
+    piece = buffered_reflection_slice(state.observations, state.observation_tokens, threshold,
+                                      r.buffer_activation or 0.5)
+    if piece.line_count == 0:
+        return
+    start = compression_start_level(r.model.name)
+    cycle = _reflection_cycle(step, now, kind="buffer-reflection", level=start,
+                              tokens=piece.estimated_tokens, trigger="async-buffer",
+                              max_level=max_compression_level(start), target=piece.target_tokens,
+                              line_count=piece.line_count)
+    step.emit(BufferingStart, BufferingStartData(
+        cycle_id=cycle.cycle_id, operation_type="reflection", started_at=now,
+        tokens_to_buffer=cycle.tokens, record_id=step.record_id, thread_id=state.thread_id,
+        thread_ids=(state.thread_id,), config=config.marker_config(state),
+    ), now)
+    job = _job(step, cycle, _reflector_request(step, piece.text, cycle.level, guidance=None, hints=False),
+               reflector=True, trigger="async-buffer", input_tokens=cycle.tokens)
+    if isinstance(job, str):
+        _failed(step, cycle, "reflection", job, now, 0, background=True)
+        return
+    step.jobs.append(job)
+    step.update(reflection_buffering=cycle)
+
+
+def _reflection_buffer_result(step: Step, cycle: Cycle, result: ModelResult) -> None:
+    done, duration = _outcome_time(step, cycle, result)
+    step.update(reflection_buffering=None)
+    if cycle.generation != step.state.generation:
+        _failed(step, cycle, "reflection", "superseded: the log was reflected meanwhile", done,
+                duration, background=True)
+        return
+    cycle, decision = _ladder(step, cycle, result)
+    if decision.action == "retry":
+        _failed(step, cycle, "reflection", decision.message or "", done, duration, background=True)
+        state = step.state
+        piece_text = "\n".join(state.observations.split("\n")[:cycle.line_count])
+        retry = cycle.model_copy(update={"cycle_id": step.next_cycle_id(), "level": decision.next_level,
+                                         "started_at": done})
+        step.emit(BufferingStart, BufferingStartData(
+            cycle_id=retry.cycle_id, operation_type="reflection", started_at=done,
+            tokens_to_buffer=retry.tokens, record_id=step.record_id, thread_id=state.thread_id,
+            thread_ids=(state.thread_id,), config=step.config.marker_config(state),
+        ), done)
+        job = _job(step, retry, _reflector_request(step, piece_text, retry.level, guidance=None, hints=False),
+                   reflector=True, trigger="async-buffer", input_tokens=retry.tokens)
+        if isinstance(job, str):
+            _failed(step, retry, "reflection", job, done, 0, background=True)
+            return
+        step.jobs.append(job)
+        step.update(reflection_buffering=retry)
+        return
+    if decision.action == "fail":
+        _failed(step, cycle, "reflection", decision.message or "", done, duration, background=True)
+        return
+    i = decision.accepted_index
+    text, tokens = cycle.candidates[i], cycle.attempts[i][1]
+    step.update(buffered_reflection=BufferedReflection(
+        cycle_id=cycle.cycle_id, text=text, tokens=tokens, input_tokens=cycle.tokens,
+        line_count=cycle.line_count, suggested_response=cycle.suggested[i]))
+    step.emit(BufferingEnd, BufferingEndData(
+        cycle_id=cycle.cycle_id, operation_type="reflection", completed_at=done,
+        duration_ms=duration, tokens_buffered=cycle.tokens, buffered_tokens=tokens,
+        record_id=step.record_id, thread_id=step.state.thread_id, observations=text,
+        generation=step.state.generation,
+    ), done)
+
+
+def _activate_reflection(step: Step, now: datetime, trigger: str, threshold: int) -> None:
+    """Swap a buffered reflection in: it replaces the lines it covered, later lines stay."""
+    state, config = step.state, step.config
+    buffered = state.buffered_reflection
+    if buffered is None:
+        return
+    merged = merge_buffered_reflection(state.observations, buffered.text, buffered.line_count)
+    tail = "\n".join(state.observations.split("\n")[buffered.line_count:])
+    if buffered_reflection_suppressed(
+            trigger, tail_tokens=config.counter.count(tail), buffered_reflection_tokens=buffered.tokens,
+            combined_tokens=config.counter.count(merged), threshold=threshold,
+            buffer_activation=config.resolved.reflection.buffer_activation or 0.5):
+        return
+    before = state.observation_tokens
+    _new_generation(step, merged, now,
+                    suggested_response=buffered.suggested_response or state.suggested_response)
+    step.emit(Activation, ActivationData(
+        cycle_id=buffered.cycle_id, operation_type="reflection", activated_at=now,
+        chunks_activated=1, tokens_activated=before, observation_tokens=step.state.observation_tokens,
+        messages_activated=0, record_id=step.record_id, thread_id=state.thread_id,
+        generation_count=step.state.generation, config=config.marker_config(state),
+        observations=merged, triggered_by=trigger,
+        cursor=iso(state.cursor) if state.cursor else None,
+    ), now)

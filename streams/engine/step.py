@@ -1,0 +1,139 @@
+"""What one fold call works with: the resolved configuration and the outputs it collects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from schemas.config import OmConfig, ResolvedConfig, resolve_retention_floor
+from schemas.events import MarkerConfig
+from schemas.jobs import ModelJob
+
+from . import ids
+from .state import MemoryState
+from .thresholds import effective_message_threshold, effective_reflection_threshold
+from .tokens import Counter, count_messages, get_counter
+
+__all__ = ["EngineConfig", "Folded", "Rejected", "Step"]
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """The options, resolved once into the numbers the fold decides with."""
+
+    om: OmConfig
+    resolved: ResolvedConfig = field(init=False)
+    counter: Counter = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "resolved", self.om.resolved())
+        object.__setattr__(self, "counter", get_counter(self.om.token_counter))
+
+    @property
+    def async_buffering(self) -> bool:
+        return self.resolved.async_buffering
+
+    @property
+    def message_tokens(self) -> int:
+        return self.om.observation.message_tokens
+
+    @property
+    def reflection_tokens(self) -> int:
+        return self.om.reflection.observation_tokens
+
+    def base_message_tokens(self, state: MemoryState) -> int:
+        """messageTokens, or this memory's override when it is usable (spec §2: an override at or
+        below bufferTokens, or at or below an absolute bufferActivation, is ignored)."""
+        override = state.message_tokens_override
+        o = self.resolved.observation
+        if override is None:
+            return o.message_tokens
+        floor = max(o.buffer_tokens or 0, o.buffer_activation if (o.buffer_activation or 0) >= 1000 else 0)
+        return override if override > floor else o.message_tokens
+
+    def base_reflection_tokens(self, state: MemoryState) -> int:
+        return state.observation_tokens_override or self.resolved.reflection.observation_tokens
+
+    def message_threshold(self, state: MemoryState) -> int:
+        return effective_message_threshold(
+            self.base_message_tokens(state), self.base_reflection_tokens(state),
+            state.observation_tokens, share_token_budget=self.resolved.share_token_budget)
+
+    def reflection_threshold(self, state: MemoryState, pending_tokens: int) -> int:
+        return effective_reflection_threshold(
+            self.base_message_tokens(state), self.base_reflection_tokens(state), pending_tokens,
+            share_token_budget=self.resolved.share_token_budget)
+
+    def retention_floor(self, state: MemoryState) -> float:
+        activation = self.resolved.observation.buffer_activation
+        return resolve_retention_floor(activation, self.message_threshold(state)) if activation else 0
+
+    def marker_config(self, state: MemoryState) -> MarkerConfig:
+        idle = self.resolved.observation.activate_after_idle
+        return MarkerConfig(
+            message_tokens=self.base_message_tokens(state),
+            observation_tokens=self.base_reflection_tokens(state),
+            scope=self.om.scope,
+            activate_after_idle=idle if isinstance(idle, int) else None,
+        )
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """An input the fold refuses; the worker sends it to the dead-letter topic with the reason."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Folded:
+    state: MemoryState
+    events: tuple = ()
+    jobs: tuple[ModelJob, ...] = ()
+    rejected: tuple[Rejected, ...] = ()
+
+
+class Step:
+    """Collects what one fold call emits; `state` is replaced, never mutated."""
+
+    def __init__(self, state: MemoryState, config: EngineConfig) -> None:
+        self.state = state
+        self.config = config
+        self.events: list = []
+        self.jobs: list[ModelJob] = []
+        self.rejected: list[Rejected] = []
+        # Set when this call changed the observations (a reflection check follows).
+        self.observations_changed = False
+
+    def update(self, **changes: object) -> None:
+        self.state = self.state.model_copy(update=changes)
+
+    def now(self, at: datetime) -> datetime:
+        """Event time never goes backwards within a memory."""
+        clock = self.state.clock
+        now = at if clock is None or at > clock else clock
+        self.update(clock=now)
+        return now
+
+    def emit(self, cls: type, data: object, at: datetime) -> None:
+        seq = self.state.seq + 1
+        key = self.state.memory_key
+        self.events.append(cls(
+            event_id=ids.event_id(key, seq), memory_key=key, thread_id=self.state.thread_id,
+            seq=seq, event_time=at, data=data,
+        ))
+        self.update(seq=seq)
+
+    def next_cycle_id(self) -> str:
+        return ids.cycle_id(self.state.memory_key, self.state.seq + 1)
+
+    @property
+    def record_id(self) -> str:
+        return ids.record_id(self.state.memory_key, self.state.generation)
+
+    @property
+    def pending_tokens(self) -> int:
+        return count_messages([m.tokens for m in self.state.pending])
+
+    def finish(self) -> Folded:
+        return Folded(self.state, tuple(self.events), tuple(self.jobs), tuple(self.rejected))

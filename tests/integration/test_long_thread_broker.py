@@ -1,0 +1,57 @@
+"""The recorded long-thread run reproduced through the real broker and worker.
+
+The driver plays the agent loop the recording was made with: user message, step 0, wait for that
+step's `data-om-status` (the memory has settled), the reply, the turn's end.  The status and
+cycle lines must equal the recording, as they do in `om simulate`.
+"""
+
+import asyncio
+
+import pytest
+
+from schemas.control import StepStarted
+from streams.client import OmClient
+from streams.simulate import format_timeline, read_conversation, turns
+from tests.integration.support import EventWatcher
+from tests.scenarios.test_long_thread import SCENARIO, _expected_lines
+
+pytestmark = pytest.mark.integration
+
+OPTIONS = """
+[observationalMemory]
+tokenCounter = "tokenx"
+checkThresholdsAt = "step"
+
+[observationalMemory.observation]
+model = "scripted/observer"
+messageTokens = 3000
+bufferTokens = false
+
+[observationalMemory.reflection]
+model = "scripted/reflector"
+observationTokens = 4000
+"""
+
+
+def test_long_thread_timeline_through_the_broker(new_env):
+    env = new_env(options=OPTIONS)
+    env.start_worker()
+    messages = read_conversation(SCENARIO / "conversation.jsonl")
+
+    async def drive():
+        async with OmClient(env.settings) as client, EventWatcher(env.settings) as watcher:
+            steps = 0
+            for record in turns(messages):
+                if isinstance(record, StepStarted):
+                    await client.send_control(record)
+                    steps += 1
+                    await watcher.wait_for(
+                        lambda evs: sum(e.type == "data-om-status" for e in evs) >= steps)
+                elif record.type == "turn-ended":
+                    await client.send_control(record)
+                else:
+                    await client.send_message(record)
+            return watcher.events
+
+    log = asyncio.run(drive())
+    assert format_timeline(log) == _expected_lines(), env.logs()
