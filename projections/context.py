@@ -141,5 +141,16 @@ class ContextProjection:
                 view.current_task = data.current_task
                 view.suggested_response = data.suggested_response
             view.generation = data.generation
+        elif event.type == "data-om-activation" and data.operation_type == "observation":
+            view.cycles += 1
+            view.observed.update(data.activated_message_ids)
+            view.observations = append_observations(view.observations, data.observations or "", data.cursor)
+            view.cursor = data.cursor
+            view.current_task = view.suggested_response = None
+        elif event.type == "data-om-activation":  # a buffered reflection became the new generation
+            view.observations = data.observations or ""
+            view.generation = data.generation_count
+        elif event.type == "om-memory-deleted":
+            self.threads.pop(event.thread_id, None)
         return True
 

@@ -144,7 +144,8 @@ def summary(sim: Simulation) -> dict[str, Any]:
     calls = Tally(job.kind for job in sim.jobs)
     return {
         "events": dict(sorted(Tally(e.type for e in sim.events).items())),
-        "modelCalls": {"observer": calls["observe"], "reflector": calls["reflect"]},
+        "modelCalls": {"observer": calls["observe"] + calls["buffer"],
+                       "reflector": calls["reflect"] + calls["buffer-reflection"]},
         "memories": {
             key: {"generation": s.generation, "observationTokens": s.observation_tokens,
                   "pendingMessages": len(s.pending)}
@@ -178,10 +179,19 @@ def format_timeline(events: Iterable[Any]) -> list[str]:
             lines.append(
                 f"{'observation-end':<19}{d.operation_type} tokensObserved={d.tokens_observed} "
                 f"observationTokens={d.observation_tokens} thread={d.thread_id}")
-        elif event.type == "data-om-observation-failed":
+        elif event.type in ("data-om-observation-failed", "data-om-buffering-failed"):
             lines.append(
-                f"{'observation-failed':<19}{d.operation_type} tokensAttempted={d.tokens_attempted} "
-                f"error={d.error!r}")
+                f"{event.type.removeprefix('data-om-'):<19}{d.operation_type} "
+                f"tokensAttempted={d.tokens_attempted} error={d.error!r}")
+        elif event.type == "data-om-buffering-start":
+            lines.append(f"{'buffering-start':<19}{d.operation_type} tokensToBuffer={d.tokens_to_buffer}")
+        elif event.type == "data-om-buffering-end":
+            lines.append(f"{'buffering-end':<19}{d.operation_type} tokensBuffered={d.tokens_buffered} "
+                         f"bufferedTokens={d.buffered_tokens}")
+        elif event.type == "data-om-activation":
+            lines.append(f"{'activation':<19}{d.operation_type} tokensActivated={d.tokens_activated} "
+                         f"observationTokens={d.observation_tokens} messages={d.messages_activated} "
+                         f"by={d.triggered_by} gen={d.generation_count}")
     return lines
 
 

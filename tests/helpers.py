@@ -8,7 +8,7 @@ from schemas.config import load_om_config
 from schemas.jobs import ModelJob, ModelResult
 from schemas.messages import Message
 from streams.engine.fold import EngineConfig
-from streams.models.scripted import observe
+from streams.models.scripted import observe, reflect
 
 T0 = datetime(2025, 3, 3, 9, 0, tzinfo=timezone.utc)
 WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike "
@@ -27,18 +27,22 @@ def message(i: int, thread: str = "t1", *, words: int = 60, role: str | None = N
     )
 
 
-def engine(message_tokens: int = 500, counter: str = "tokenx") -> EngineConfig:
+def engine(message_tokens: int = 500, counter: str = "tokenx", **options) -> EngineConfig:
+    """Scripted models, synchronous observation unless `observation`/`reflection` say otherwise."""
+    observation = {"model": "scripted/observer", "messageTokens": message_tokens, "bufferTokens": False,
+                   **options.pop("observation", {})}
+    reflection = {"model": "scripted/reflector", **options.pop("reflection", {})}
     return EngineConfig(load_om_config({
-        "observation": {"model": "scripted/observer", "messageTokens": message_tokens, "bufferTokens": False},
-        "tokenCounter": counter,
+        "observation": observation, "reflection": reflection, "tokenCounter": counter, **options,
     }))
 
 
 def scripted_result(job: ModelJob, *, ok: bool = True, output: str | None = None,
                     error: str | None = None, ms: int = 1500) -> ModelResult:
-    """What the model agent answers for `job` with the scripted observer (same rules, no broker)."""
+    """What the model agent answers for `job` with the scripted models (same rules, no broker)."""
     if ok and output is None:
-        output = observe(job.messages[0].content, job.messages[1].content)
+        answer = reflect if job.kind in ("reflect", "buffer-reflection") else observe
+        output = answer(job.messages[0].content, job.messages[1].content)
     return ModelResult(
         kind=job.kind, cycle_id=job.cycle_id, memory_key=job.memory_key, thread_id=job.thread_id,
         request_hash=job.request_hash, ok=ok, output=output if ok else None, error=error,

@@ -1,0 +1,1 @@
+"""Benchmarks for omstream; run them as modules, e.g. `python -m bench.fold_bench`."""

@@ -1,0 +1,80 @@
+"""The long thread with async buffering on (0.2 / 0.8 / 1.2, reflection 0.5), in-process.
+
+No recording exists for this run; the test checks the rules instead: thresholds are met by
+activating chunks buffered in the background (no blocking observer call), every activated chunk
+was buffered first, buffered reflections become generations, and every message reaches the
+context exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from projections.context import ContextProjection
+from schemas.config import load_om_config
+from streams.simulate import format_timeline, parity_config, read_conversation, simulate
+from tests.scenarios.test_long_thread import SCENARIO
+
+OPTIONS = {"observationalMemory": {
+    "observation": {"model": "scripted/observer", "messageTokens": 3000},
+    "reflection": {"model": "scripted/reflector", "observationTokens": 4000},
+}}
+
+
+@pytest.fixture(scope="module")
+def async_run():
+    om = parity_config(load_om_config(OPTIONS))
+    return asyncio.run(simulate(read_conversation(SCENARIO / "conversation.jsonl"), om))
+
+
+def _of(run, kind, operation=None):
+    return [e for e in run.events if e.type == kind
+            and (operation is None or e.data.operation_type == operation)]
+
+
+def test_thresholds_are_met_by_activation_without_blocking(async_run):
+    assert _of(async_run, "data-om-observation-start", "observation") == []
+    activations = _of(async_run, "data-om-activation", "observation")
+    assert len(activations) >= 20
+    buffered = {}
+    for e in async_run.events:
+        if e.type == "data-om-buffering-end" and e.data.operation_type == "observation":
+            buffered[e.data.cycle_id] = e.seq
+        elif e.type == "data-om-activation" and e.data.operation_type == "observation":
+            assert buffered[e.data.cycle_id] < e.seq  # only what was buffered earlier activates
+            assert e.data.triggered_by == "threshold"
+
+
+def test_an_activation_step_waits_for_no_model_call(async_run):
+    """From an activation to its step's status, nothing completes: the step never waited."""
+    lines = format_timeline(async_run.events)
+    for i, line in enumerate(lines):
+        if line.startswith("activation"):
+            rest = lines[i:]
+            until_status = rest[:next(j for j, x in enumerate(rest) if x.startswith("status"))]
+            assert not any(x.startswith(("buffering-end", "observation-end")) for x in until_status)
+
+
+def test_buffered_reflections_become_generations_and_keep_the_chunks(async_run):
+    swaps = _of(async_run, "data-om-activation", "reflection")
+    assert swaps and async_run.states["thread:thread-long"].generation == len(swaps)
+    for swap in swaps:
+        assert swap.data.observation_tokens < swap.data.tokens_activated
+    state = async_run.states["thread:thread-long"]
+    assert [g.generation for g in state.history] == list(range(state.generation))
+
+
+def test_every_message_reaches_the_context_exactly_once(async_run):
+    projection = ContextProjection()
+    messages = read_conversation(SCENARIO / "conversation.jsonl")
+    for message in messages:
+        projection.apply_message(message)
+    for event in async_run.events:
+        projection.apply_event(event)
+    view, state = projection.view("thread-long"), async_run.states["thread:thread-long"]
+    raw = [m.id for m in view.unobserved()]
+    assert raw == list(state.pending_ids)
+    assert sorted(raw + sorted(view.observed)) == sorted(m.id for m in messages)
+    assert view.observations == state.observations
