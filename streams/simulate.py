@@ -32,7 +32,8 @@ from schemas.messages import Message
 
 from .engine.fold import EngineConfig, Input, fold, memory_key, new_state
 from .engine.state import MemoryState
-from .models.calls import RetryPolicy, run_job
+from .models.calls import RetryPolicy
+from .models.hooks import Hooks, run_job_with_hooks
 
 __all__ = ["Simulation", "format_timeline", "read_conversation", "simulate"]
 
@@ -101,11 +102,12 @@ class Simulation:
         return list(out.jobs)
 
 
-async def _settle(sim: Simulation, jobs: list[ModelJob], policy: RetryPolicy, measured: bool) -> None:
+async def _settle(sim: Simulation, jobs: list[ModelJob], policy: RetryPolicy, hooks: Hooks,
+                  measured: bool) -> None:
     """Run jobs until none is left; a result may start the next cycle (a reflection, a retry)."""
     while jobs:
         job = jobs.pop(0)
-        result = await run_job(job, policy)
+        result = await run_job_with_hooks(job, policy, hooks)
         if not measured:
             result = result.model_copy(update={"started_at": job.created_at,
                                                "completed_at": job.created_at})
@@ -115,10 +117,12 @@ async def _settle(sim: Simulation, jobs: list[ModelJob], policy: RetryPolicy, me
 async def simulate(messages: Iterable[Message], om: OmConfig, *, measured_time: bool = False,
                    policy: RetryPolicy = RetryPolicy(), progress: Any = None) -> Simulation:
     sim = Simulation(EngineConfig(driven_config(om)))
+    hooks = Hooks.from_config(om)
     for event in turns(messages):
-        await _settle(sim, sim.feed(event), policy, measured_time)
+        await _settle(sim, sim.feed(event), policy, hooks, measured_time)
         if progress is not None and isinstance(event, Message):
             progress()
+    await hooks.drain()
     return sim
 
 

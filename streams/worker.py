@@ -23,10 +23,12 @@ import faust
 import orjson
 
 from schemas.codec import DecodeFailure, decode_input, decode_job, encode
+from schemas.control import ResourceDeleted
 from schemas.jobs import ModelResult
 from streams.engine.fold import EngineConfig, fold, memory_key, new_state
 from streams.engine.state import MemoryState
-from streams.models.calls import RetryPolicy, run_job
+from streams.models.calls import RetryPolicy
+from streams.models.hooks import Hooks, run_job_with_hooks
 
 from .settings import Settings
 from .topics import Topics
@@ -84,7 +86,7 @@ def build_app(settings: Settings) -> faust.App:
         "state", default=None, key_type=bytes, value_type=bytes, partitions=settings.partitions,
         options={"block_cache_size": 16 * 1024**2, "block_cache_compressed_size": 4 * 1024**2},
     )
-    policy = RetryPolicy(retries=settings.model_retries, base_ms=settings.retry_base_ms)
+    policy = RetryPolicy.from_settings(settings)
 
     async def reject(message, code: str, reason: str) -> None:
         log.warning("dead-lettered", extra={"topic": message.topic, "offset": message.offset,
@@ -103,6 +105,10 @@ def build_app(settings: Settings) -> faust.App:
                 continue
             if isinstance(record, ModelResult):
                 key = record.memory_key
+            elif isinstance(record, ResourceDeleted) and record.thread_id is None and settings.om.scope == "thread":
+                await reject(message, "invalid", "resource-deleted needs a threadId in thread scope: "
+                             "send one per thread of the resource, keyed by its memory key")
+                continue
             else:
                 key = memory_key(settings.om, record.thread_id, record.resource_id)
             if (message.key or b"").decode("utf-8", "replace") != key:
@@ -115,8 +121,8 @@ def build_app(settings: Settings) -> faust.App:
             if state is not None and message.offset <= state.offsets.get(message.topic, -1):
                 continue  # folded before a crash; its outputs were sent before the state was stored
             if state is None:
-                thread = record.thread_id
-                state = new_state(key, thread, getattr(record, "resource_id", None))
+                resource = getattr(record, "resource_id", None)
+                state = new_state(key, record.thread_id or resource, resource)
             folded = fold(state, record, config)
             records = [(topics.events, kbytes, encode(e)) for e in folded.events]
             records += [(topics.jobs, kbytes, encode(j)) for j in folded.jobs]
@@ -131,6 +137,7 @@ def build_app(settings: Settings) -> faust.App:
 
     @app.agent(jobs, name="models", concurrency=settings.model_concurrency)
     async def model_agent(stream):
+        hooks = Hooks.from_config(settings.om)  # §13 lifecycle hooks; they never fail a job
         async for event in stream.events():
             message = event.message
             try:
@@ -138,9 +145,10 @@ def build_app(settings: Settings) -> faust.App:
             except ValueError as exc:
                 await reject(message, "invalid", f"invalid model job: {exc}")
                 continue
-            result = await run_job(job, policy)
+            result = await run_job_with_hooks(job, policy, hooks)
             log.info("model call", extra={"cycle": job.cycle_id, "kind": job.kind, "model": job.model,
-                                          "ok": result.ok, "attempts": result.attempts})
+                                          "ok": result.ok, "attempts": result.attempts,
+                                          "answered": result.model, "errorCode": result.error_code})
             await send_all(app, [(topics.results, job.memory_key.encode(), encode(result))])
 
     app.om_state_table = state_table  # type: ignore[attr-defined]

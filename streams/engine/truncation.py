@@ -10,6 +10,7 @@ fit, more important lines win, then a longer tail.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 
 __all__ = ["TRUNCATION_NOTICE", "truncate_observations"]
 
@@ -17,6 +18,12 @@ TRUNCATION_NOTICE = (
     "Previous observations were truncated for context budget reasons.\n"
     "The main agent still has full memory context outside this observer window."
 )
+
+
+@lru_cache(maxsize=1 << 16)
+def _line_cost(count: Callable[[str], int], line: str) -> int:
+    """Lines outlive many observer calls, so each is counted once (a pure function of the line)."""
+    return count(line)
 
 
 def _marker(hidden: int) -> str:
@@ -54,7 +61,7 @@ def truncate_observations(text: str, budget: int | None, count: Callable[[str], 
     if count(text) <= budget:
         return text, False
     lines = text.split("\n")
-    costs = [count(line) for line in lines]
+    costs = [_line_cost(count, line) for line in lines]
     important = [i for i, line in enumerate(lines) if "🔴" in line or "✅" in line]
     suffix = [0] * (len(lines) + 1)
     for i in range(len(lines) - 1, -1, -1):

@@ -1,9 +1,32 @@
 """Running a `ModelJob` through litellm and answering with a `ModelResult`.
 
-This is the only module that imports litellm (3-5 s to import, so lazily).  A call is retried
-on transient errors (network, timeouts, HTTP 408/425/429/5xx) with exponential back-off and
-jitter; anything else, or a missing API key, becomes a failed result at once, with a message
-that says what to fix.  The result is never invented: it is the model's answer or the error.
+This is the only module that imports litellm (3-5 s to import, so lazily).
+
+- **Retries (§7.7)**: a call is retried on transient errors (network words, timeouts, HTTP
+  408/425/429/5xx, `UND_ERR_*` codes, `isRetryable`) with exponential back-off
+  `min(base * 2**k, cap)` and ±20 % jitter, at most `RetryPolicy.retries` times (8 by default:
+  9 attempts, about 247 s).  HTTP 400/401/403/404/422 are never retried, whatever their text.
+- **Fallbacks (§13, `ModelWithRetries` lists)**: when the model still fails after its retries,
+  or fails permanently (including a missing API key), each of `job.fallbacks` is tried in
+  order with the same policy.  The result names the model that answered; `attempts` counts
+  every attempt of every model.
+- **Settings** are the original's camelCase call settings (`maxOutputTokens` → `max_tokens`,
+  `topP` → `top_p`, ...); keys without a translation pass through as they are (the scripted
+  provider reads `userWords`, `assistantWords`, ...).  `maxRetries` overrides the policy's
+  retries for the job.
+- **Provider options** (`{google = {thinkingConfig = {...}}}`) are sent only to a model of that
+  provider, as extra litellm arguments: litellm copies provider-specific arguments into the
+  provider's request (for Gemini, `thinkingConfig` lands in `generationConfig` as written).
+  For OpenAI-style providers the AI SDK's camelCase names become litellm's snake_case ones
+  (`reasoningEffort` → `reasoning_effort`, `thinking.budgetTokens` → `thinking.budget_tokens`).
+  Options for another provider are dropped (logged at debug).
+- **Errors** are classified into `error_code` (`timeout`, `rate-limited`, `server-error`,
+  `auth`, `bad-request`, `missing-key`, `unknown`) and `error_status` (the HTTP status, when
+  there was an HTTP answer).
+- **Usage and provider metadata** come from the litellm response (`usage`, `_hidden_params`
+  with litellm's `response_cost`, `provider_specific_fields`).
+
+The result is never invented: it is the model's answer or the error.
 """
 
 from __future__ import annotations
@@ -12,13 +35,28 @@ import asyncio
 import logging
 import os
 import random
+import re
 import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any, Literal
+
+import orjson
 
 from schemas.jobs import ModelJob, ModelResult, Usage
 
-__all__ = ["RetryPolicy", "litellm_model_name", "run_job"]
+__all__ = [
+    "ErrorCode",
+    "RetryPolicy",
+    "call_arguments",
+    "classify_error",
+    "is_transient",
+    "litellm_model_name",
+    "model_provider",
+    "run_job",
+    "translate_settings",
+]
 
 log = logging.getLogger(__name__)
 
@@ -27,21 +65,78 @@ _TRANSIENT_TEXT = (
     "socket hang up", "network error", "request timed out", "request timeout",
     "connection reset", "connection closed", "timed out",
 )
+# HTTP statuses that are the caller's fault: retrying cannot help, whatever the message says.
+_PERMANENT_STATUS = frozenset({400, 401, 403, 404, 422})
 # The original's provider/model names that litellm spells differently.
 _PROVIDER_PREFIXES = {"google/": "gemini/"}
+
+#: What kind of failure a failed result is.
+ErrorCode = Literal["timeout", "rate-limited", "server-error", "auth", "bad-request", "missing-key",
+                   "unknown"]
+
+# The original's call settings (AI SDK `CallSettings`) by litellm's (OpenAI's) names.
+_SETTING_NAMES = {
+    "maxOutputTokens": "max_tokens",
+    "maxTokens": "max_tokens",
+    "max_output_tokens": "max_tokens",
+    "topP": "top_p",
+    "topK": "top_k",
+    "presencePenalty": "presence_penalty",
+    "frequencyPenalty": "frequency_penalty",
+    "stopSequences": "stop",
+    "headers": "extra_headers",
+}
+# Settings that steer this module, not the provider.
+_RETRY_SETTINGS = ("maxRetries", "max_retries")
+
+# providerOptions keys (the AI SDK's provider names) that apply to each litellm provider.
+_OPTION_KEYS = {
+    "gemini": ("google", "gemini"),
+    "vertex_ai": ("google", "vertex", "vertex_ai"),
+    "vertex_ai_beta": ("google", "vertex", "vertex_ai"),
+    "azure": ("openai", "azure"),
+}
+# Providers whose litellm arguments are OpenAI-style snake_case names.
+_SNAKE_CASE_PROVIDERS = frozenset({
+    "openai", "azure", "anthropic", "xai", "groq", "mistral", "deepseek", "openrouter",
+    "together_ai", "fireworks_ai", "cerebras",
+})
+_CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Back-off `min(base * 2**k, cap)` ms with ±20 % jitter, for at most `retries` retries."""
+    """§7.7: back-off `min(base * 2**k, cap)` ms with ±`jitter` (20 %), at most `retries` retries.
+
+    The defaults are the original's `withRetry`: 8 retries (9 attempts), 1 s doubling to 120 s.
+    """
 
     retries: int = 8
     base_ms: float = 1000.0
     cap_ms: float = 120_000.0
+    jitter: float = 0.2
+
+    def __post_init__(self) -> None:
+        if self.retries < 0 or self.base_ms < 0 or self.cap_ms < 0 or not 0 <= self.jitter < 1:
+            raise ValueError(f"invalid retry policy {self!r}: retries, base_ms and cap_ms must be "
+                             ">= 0 and jitter in [0, 1)")
 
     def delay(self, attempt: int, rng: random.Random) -> float:
+        """Seconds to wait after failed attempt `attempt` (0-based)."""
         raw = min(self.base_ms * 2**attempt, self.cap_ms)
-        return raw * rng.uniform(0.8, 1.2) / 1000.0
+        return raw * rng.uniform(1 - self.jitter, 1 + self.jitter) / 1000.0
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> RetryPolicy:
+        """From runtime settings: `model_retries`, `retry_base_ms` and, when the settings have
+        them, `retry_cap_ms` and `retry_jitter`."""
+        default = cls()
+        return cls(
+            retries=int(getattr(settings, "model_retries", default.retries)),
+            base_ms=float(getattr(settings, "retry_base_ms", default.base_ms)),
+            cap_ms=float(getattr(settings, "retry_cap_ms", default.cap_ms)),
+            jitter=float(getattr(settings, "retry_jitter", default.jitter)),
+        )
 
 
 def _litellm():
@@ -63,24 +158,86 @@ def litellm_model_name(model: str) -> str:
     return model
 
 
-def is_transient(exc: BaseException) -> bool:
-    """The original's retry test: network words, HTTP 408/425/429/5xx, through causes."""
+def model_provider(model: str) -> str:
+    """litellm's provider of a (litellm) model name: `gemini`, `openai`, `scripted`, ..."""
+    if model.startswith("scripted/"):
+        return "scripted"
+    try:
+        return _litellm().get_llm_provider(model)[1]
+    except Exception:  # noqa: BLE001 - an unknown provider is reported by the call itself
+        return model.split("/", 1)[0] if "/" in model else "unknown"
+
+
+def _status(exc: BaseException) -> int | None:
+    status = getattr(exc, "status_code", None)
+    if not isinstance(status, int):
+        status = getattr(exc, "code", None)
+    return status if isinstance(status, int) and not isinstance(status, bool) else None
+
+
+def _chain(exc: BaseException):
+    """The exception and its causes (`__cause__`, `.error`), each once."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        status = getattr(current, "status_code", None) or getattr(current, "code", None)
-        if isinstance(status, int) and (status in (408, 425, 429) or 500 <= status < 600):
+        yield current
+        nxt = current.__cause__ or getattr(current, "error", None)
+        current = nxt if isinstance(nxt, BaseException) else None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """The original's retry test: network words, `UND_ERR_*`, HTTP 408/425/429/5xx,
+    `isRetryable`, searched through causes.  A 400/401/403/404/422 answer is never transient."""
+    if _status(exc) in _PERMANENT_STATUS:
+        return False
+    for current in _chain(exc):
+        if isinstance(current, (TimeoutError, ConnectionError)):
             return True
-        if getattr(current, "is_retryable", False) or getattr(current, "isRetryable", False):
+        status = _status(current)
+        if status is not None and (status in (408, 425, 429) or 500 <= status < 600):
+            return True
+        code = getattr(current, "code", None)
+        if isinstance(code, str) and code.startswith("UND_ERR_"):
+            return True
+        if getattr(current, "is_retryable", False) is True or getattr(current, "isRetryable", False) is True:
             return True
         text = str(current).lower()
         if any(word in text for word in _TRANSIENT_TEXT):
             return True
-        current = current.__cause__ or getattr(current, "error", None)
-        if not isinstance(current, BaseException):
-            current = None
     return False
+
+
+def classify_error(exc: BaseException) -> tuple[ErrorCode, int | None]:
+    """`(error_code, error_status)` of a failed call; the status only when an HTTP answer came."""
+    try:
+        import litellm
+        no_answer: tuple[type, ...] = (litellm.Timeout, litellm.APIConnectionError)
+        timeouts: tuple[type, ...] = (litellm.Timeout,)
+    except ImportError:  # pragma: no cover - litellm is a dependency
+        no_answer, timeouts = (), ()
+    chain = list(_chain(exc))
+    if any(isinstance(e, (*timeouts, TimeoutError, asyncio.TimeoutError)) for e in chain):
+        return "timeout", None
+    status = next((s for s in map(_status, chain) if s is not None and 100 <= s <= 599), None)
+    if isinstance(exc, no_answer) or any(isinstance(e, ConnectionError) for e in chain):
+        return "server-error", None
+    if status == 408:
+        return "timeout", status
+    if status == 429:
+        return "rate-limited", status
+    if status in (401, 403):
+        return "auth", status
+    if status is not None and 400 <= status < 500:
+        return "bad-request", status
+    if status is not None and 500 <= status < 600:
+        return "server-error", status
+    text = str(exc).lower()
+    if "timed out" in text or "timeout" in text:
+        return "timeout", None
+    if is_transient(exc):
+        return "server-error", None
+    return "unknown", None
 
 
 def _missing_keys(litellm, model: str) -> list[str]:
@@ -93,54 +250,180 @@ def _missing_keys(litellm, model: str) -> list[str]:
     return list(report.get("missing_keys") or [])
 
 
+def translate_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The original's camelCase model settings as litellm arguments; unknown keys as they are."""
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        if key in _RETRY_SETTINGS or value is None:
+            continue
+        out[_SETTING_NAMES.get(key, key)] = value
+    return out
+
+
+def _snake(name: str) -> str:
+    return _CAMEL.sub(r"_\1", name).lower()
+
+
+def _snake_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        name = _snake(key)
+        if name == "thinking" and isinstance(value, Mapping):
+            value = {_snake(k): v for k, v in value.items()}
+        out[name] = value
+    return out
+
+
+def provider_arguments(model: str, provider_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The job's provider options that apply to `model`, as extra litellm arguments."""
+    if not provider_options:
+        return {}
+    provider = model_provider(model)
+    keys = _OPTION_KEYS.get(provider, (provider,))
+    out: dict[str, Any] = {}
+    for key, options in provider_options.items():
+        if key not in keys:
+            log.debug("provider options for %r not sent to %s (provider %s)", key, model, provider)
+            continue
+        if not isinstance(options, Mapping):
+            log.debug("provider options for %r are not an object; not sent", key)
+            continue
+        out.update(_snake_options(options) if provider in _SNAKE_CASE_PROVIDERS else dict(options))
+    return out
+
+
+def call_arguments(job: ModelJob, model: str) -> dict[str, Any]:
+    """Every litellm argument of a call of `job` to `model` besides model/messages/timeout."""
+    return {**translate_settings(job.settings), **provider_arguments(model, job.provider_options)}
+
+
+def _retries(job: ModelJob, policy: RetryPolicy) -> int:
+    for key in _RETRY_SETTINGS:
+        value = job.settings.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return policy.retries
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        return orjson.loads(orjson.dumps(value, default=str))
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+
+
+def _usage(response: Any) -> Usage | None:
+    usage = getattr(response, "usage", None)
+    if not usage:
+        return None
+
+    def count(name: str) -> int | None:
+        value = getattr(usage, name, None)
+        return value if isinstance(value, int) and value >= 0 else None
+
+    return Usage(input_tokens=count("prompt_tokens"), output_tokens=count("completion_tokens"),
+                 total_tokens=count("total_tokens"))
+
+
+def _provider_metadata(response: Any, provider: str) -> dict[str, Any] | None:
+    """What litellm tells about the call: provider, model, response id, cost (litellm's
+    `response_cost`, USD, when it knows the price), latency, reasoning/cached tokens, and
+    the provider's own fields (`provider_specific_fields`) under the provider's name."""
+    hidden = getattr(response, "_hidden_params", None) or {}
+    usage = getattr(response, "usage", None)
+    details = getattr(usage, "completion_tokens_details", None)
+    prompt_details = getattr(usage, "prompt_tokens_details", None)
+    choices = getattr(response, "choices", None) or []
+    info: dict[str, Any] = {
+        "provider": hidden.get("custom_llm_provider") or provider,
+        "model": getattr(response, "model", None),
+        "responseId": getattr(response, "id", None),
+        "cost": hidden.get("response_cost"),
+        "latencyMs": hidden.get("_response_ms"),
+        "finishReason": getattr(choices[0], "finish_reason", None) if choices else None,
+        "reasoningTokens": getattr(details, "reasoning_tokens", None),
+        "cachedInputTokens": getattr(prompt_details, "cached_tokens", None),
+    }
+    metadata: dict[str, Any] = {"litellm": {k: v for k, v in info.items() if v is not None}}
+    specific = getattr(response, "provider_specific_fields", None)
+    if isinstance(specific, Mapping) and specific:
+        metadata[provider] = dict(specific)
+    return _jsonable(metadata)
+
+
+@dataclass
+class _Failure:
+    model: str
+    error: str
+    code: ErrorCode
+    status: int | None
+
+
 def _result(job: ModelJob, started: datetime, *, ok: bool, model: str, attempts: int,
-            output: str | None = None, error: str | None = None, usage: Usage | None = None) -> ModelResult:
+            output: str | None = None, failure: _Failure | None = None, error: str | None = None,
+            usage: Usage | None = None, metadata: dict[str, Any] | None = None) -> ModelResult:
     return ModelResult(
         kind=job.kind, cycle_id=job.cycle_id, memory_key=job.memory_key, thread_id=job.thread_id,
-        request_hash=job.request_hash, ok=ok, output=output, error=error, model=model,
-        attempts=attempts, usage=usage, started_at=started, completed_at=datetime.now(timezone.utc),
+        request_hash=job.request_hash, ok=ok, output=output,
+        error=error if error is not None else (failure.error if failure else None),
+        error_code=failure.code if failure else None, error_status=failure.status if failure else None,
+        model=model, attempts=attempts, usage=usage, provider_metadata=metadata,
+        started_at=started, completed_at=datetime.now(timezone.utc),
     )
 
 
 async def run_job(job: ModelJob, policy: RetryPolicy = RetryPolicy(), *,
-                  timeout: float = 600.0, rng: random.Random | None = None) -> ModelResult:
-    """Call the job's model; always returns a result (failed ones carry the error)."""
+                  timeout: float = 600.0, rng: random.Random | None = None,
+                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> ModelResult:
+    """Call the job's model, then its fallbacks; always returns a result (failed ones carry the
+    error of every model tried, and the code and status of the last)."""
     litellm = _litellm()
     rng = rng or random.Random()
     started = datetime.now(timezone.utc)
-    model = litellm_model_name(job.model)
-    missing = _missing_keys(litellm, model)
-    if missing:
-        return _result(job, started, ok=False, model=model, attempts=0, error=(
-            f"model {job.model!r} needs {', '.join(missing)} in the environment of the worker; "
-            "set it, or choose another observation.model"
-        ))
     messages = [m.wire() for m in job.messages]
-    attempt = 0
-    while True:
-        attempt += 1
-        t0 = time.monotonic()
-        try:
-            response = await litellm.acompletion(
-                model=model, messages=messages, timeout=timeout, num_retries=0, **job.settings,
-            )
-        except Exception as exc:  # noqa: BLE001 - every failure is reported, none escapes
-            retry = is_transient(exc) and attempt <= policy.retries
-            log.warning("model call failed", extra={"cycle": job.cycle_id, "model": model,
-                                                    "attempt": attempt, "retry": retry, "error": str(exc)})
-            if not retry:
-                return _result(job, started, ok=False, model=model, attempts=attempt,
-                               error=f"{type(exc).__name__}: {exc}"[:2000])
-            await asyncio.sleep(policy.delay(attempt - 1, rng))
+    retries = _retries(job, policy)
+    candidates = [litellm_model_name(job.model)]
+    candidates += [m for m in (litellm_model_name(f) for f in job.fallbacks or ()) if m not in candidates]
+    failures: list[_Failure] = []
+    attempts = 0
+    for model in candidates:
+        if failures:
+            log.warning("model failed; trying a fallback", extra={
+                "cycle": job.cycle_id, "failed": failures[-1].model, "fallback": model})
+        missing = _missing_keys(litellm, model)
+        if missing:
+            failures.append(_Failure(model, (
+                f"model {model!r} needs {', '.join(missing)} in the environment of the worker; "
+                "set it, or choose another observation.model"), "missing-key", None))
             continue
-        log.debug("model call done in %.3fs", time.monotonic() - t0)
-        usage = getattr(response, "usage", None)
-        return _result(
-            job, started, ok=True, model=model, attempts=attempt,
-            output=response.choices[0].message.content or "",
-            usage=Usage(
-                input_tokens=getattr(usage, "prompt_tokens", None),
-                output_tokens=getattr(usage, "completion_tokens", None),
-                total_tokens=getattr(usage, "total_tokens", None),
-            ) if usage else None,
-        )
+        arguments = call_arguments(job, model)
+        provider = model_provider(model)
+        tries = 0
+        while True:
+            tries += 1
+            attempts += 1
+            t0 = time.monotonic()
+            try:
+                response = await litellm.acompletion(
+                    model=model, messages=messages, timeout=timeout, num_retries=0, **arguments,
+                )
+                output = response.choices[0].message.content or ""
+            except Exception as exc:  # noqa: BLE001 - every failure is reported, none escapes
+                retry = is_transient(exc) and tries <= retries
+                code, status = classify_error(exc)
+                log.warning("model call failed", extra={
+                    "cycle": job.cycle_id, "model": model, "attempt": tries, "retry": retry,
+                    "errorCode": code, "errorStatus": status, "error": str(exc)[:500]})
+                if retry:
+                    await sleep(policy.delay(tries - 1, rng))
+                    continue
+                failures.append(_Failure(model, f"{type(exc).__name__}: {exc}"[:2000], code, status))
+                break
+            log.debug("model call done in %.3fs", time.monotonic() - t0)
+            return _result(job, started, ok=True, model=model, attempts=attempts, output=output,
+                           usage=_usage(response), metadata=_provider_metadata(response, provider))
+    last = failures[-1]
+    error = last.error if len(failures) == 1 else "; ".join(
+        f"{f.model}: {f.error}" for f in failures)[:4000]
+    return _result(job, started, ok=False, model=last.model, attempts=attempts, failure=last,
+                   error=error)

@@ -8,13 +8,41 @@ They are named "scripted" on purpose: nothing here pretends to be a language mod
 
 Word limits are settable per call through model settings (`userWords`, `assistantWords`,
 `reflectionWords`), e.g. `observation.modelSettings = {userWords = 10}`.
+
+Failure injection (test-only settings that only this offline provider reads; do not set them
+for a hosted model, which would receive them as unknown arguments):
+
+- `failWith`: what goes wrong.  `'timeout'`, `'429'`, `'500'`, `'503'`, `'connection'`,
+  `'401'`, `'400'` raise the matching litellm exception (`Timeout`, `RateLimitError`,
+  `InternalServerError`, `ServiceUnavailableError`, `APIConnectionError`,
+  `AuthenticationError`, `BadRequestError`), so the call takes litellm's real error path;
+  `'malformed'` answers text with neither an `<observations>` block nor list lines;
+  `'degenerate'` answers a looping text (over 2 000 characters of one repeated line, §7.6).
+- `failTimes`: how many calls fail before the model answers normally (default: every call).
+  Calls are counted per request content (model, messages and these settings, hashed), so
+  the same request fails the same way in every run; `reset_failures()` forgets the counts.
+- `failModel`: fail only when the call is to this model (e.g. `'scripted/observer'`), so that
+  a fallback model (`scripted/observer-b`, any name starting with `observer`) answers.
+
+e.g. `modelSettings = {failWith = '429', failTimes = 2}`: two rate-limited calls, then an answer.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
+import threading
+from typing import Any
 
-__all__ = ["reflect", "observe", "register"]
+import orjson
+
+__all__ = ["FAILURES", "failure_for", "reflect", "observe", "register", "reset_failures"]
+
+#: The `failWith` values the provider understands.
+FAILURES = ("timeout", "429", "500", "503", "connection", "401", "400", "malformed", "degenerate")
+_FAIL_KEYS = ("failWith", "failTimes", "failModel")
+_calls: dict[str, int] = {}
+_calls_lock = threading.Lock()
 
 _LINE = re.compile(r"^(?P<title>[^():\n]*?)(?: ?\((?P<time>\d{1,2}:\d{2} [AP]M)\))?: (?P<body>.*)$")
 _DATE = re.compile(r"^(?P<mon>[A-Z][a-z]{2}) (?P<day>\d{1,2}) (?P<year>\d{4}):$")
@@ -133,6 +161,62 @@ def reflect(system: str, user: str) -> str:
     return answer
 
 
+def reset_failures() -> None:
+    """Forget how many times each request has failed (tests call this between cases)."""
+    with _calls_lock:
+        _calls.clear()
+
+
+def failure_for(model: str, messages: list, params: dict[str, Any]) -> str | None:
+    """The failure this call injects (`failWith`), or None when it answers normally."""
+    kind = params.get("failWith")
+    if kind is None:
+        return None
+    kind = str(kind)
+    if kind not in FAILURES:
+        raise ValueError(f"failWith={kind!r} is unknown; use one of {list(FAILURES)}")
+    target = params.get("failModel")
+    if target is not None and str(target) not in (model, model.split("/", 1)[-1]):
+        return None
+    times = params.get("failTimes")
+    key = hashlib.sha256(orjson.dumps(
+        {"model": model, "messages": [{"role": m.get("role"), "content": str(m.get("content", ""))}
+                                      for m in messages],
+         "fail": {k: params.get(k) for k in _FAIL_KEYS}},
+        option=orjson.OPT_SORT_KEYS, default=str)).hexdigest()
+    with _calls_lock:
+        seen = _calls.get(key, 0)
+        _calls[key] = seen + 1
+    return kind if times is None or seen < int(times) else None
+
+
+_MALFORMED = "I read the conversation. Nothing stood out to me, so I have no notes to add this time."
+
+
+def _degenerate() -> str:
+    line = "* 🔴 (09:00) User said: the same thing again and again and again"
+    return "<observations>\n" + "\n".join([line] * 60) + "\n</observations>"
+
+
+def _raise(litellm, kind: str, model: str) -> None:
+    message = f"scripted failure ({kind}) injected by failWith"
+    common = {"message": message, "model": model, "llm_provider": "scripted"}
+    if kind == "timeout":
+        raise litellm.Timeout(message=f"{message}: request timed out", model=model, llm_provider="scripted")
+    if kind == "429":
+        raise litellm.RateLimitError(**common)
+    if kind == "500":
+        raise litellm.InternalServerError(**common)
+    if kind == "503":
+        raise litellm.ServiceUnavailableError(**common)
+    if kind == "connection":
+        raise litellm.APIConnectionError(**common)
+    if kind == "401":
+        raise litellm.AuthenticationError(**common)
+    if kind == "400":
+        raise litellm.BadRequestError(**common)
+
+
 def register() -> None:
     """Add the `scripted` provider to litellm (idempotent)."""
     import litellm
@@ -143,7 +227,17 @@ def register() -> None:
             system = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
             user = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "user")
             name = model.split("/", 1)[-1]
-            if name.startswith("observer"):
+            try:
+                failure = failure_for(f"scripted/{name}", messages, optional_params)
+            except ValueError as exc:
+                raise litellm.BadRequestError(message=str(exc), model=model, llm_provider="scripted") from None
+            if failure is not None:
+                _raise(litellm, failure, f"scripted/{name}")
+            if failure == "malformed":
+                text = _MALFORMED
+            elif failure == "degenerate":
+                text = _degenerate()
+            elif name.startswith("observer"):
                 text = observe(
                     system, user,
                     user_words=int(optional_params.get("userWords", 40)),
