@@ -35,7 +35,7 @@ from .engine.state import MemoryState
 from .models.calls import RetryPolicy
 from .models.hooks import Hooks, run_job_with_hooks
 
-__all__ = ["Simulation", "format_timeline", "read_conversation", "simulate"]
+__all__ = ["Simulation", "format_timeline", "read_conversation", "settle", "simulate"]
 
 
 def read_conversation(path: Path) -> list[Message]:
@@ -85,6 +85,7 @@ class Simulation:
     states: dict[str, MemoryState] = field(default_factory=dict)
     events: list[Any] = field(default_factory=list)
     jobs: list[ModelJob] = field(default_factory=list)
+    results: list[ModelResult] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
 
     def feed(self, event: Input) -> list[ModelJob]:
@@ -102,12 +103,13 @@ class Simulation:
         return list(out.jobs)
 
 
-async def _settle(sim: Simulation, jobs: list[ModelJob], policy: RetryPolicy, hooks: Hooks,
+async def settle(sim: Simulation, jobs: list[ModelJob], policy: RetryPolicy, hooks: Hooks,
                   measured: bool) -> None:
     """Run jobs until none is left; a result may start the next cycle (a reflection, a retry)."""
     while jobs:
         job = jobs.pop(0)
         result = await run_job_with_hooks(job, policy, hooks)
+        sim.results.append(result)
         if not measured:
             result = result.model_copy(update={"started_at": job.created_at,
                                                "completed_at": job.created_at})
@@ -119,7 +121,7 @@ async def simulate(messages: Iterable[Message], om: OmConfig, *, measured_time: 
     sim = Simulation(EngineConfig(driven_config(om)))
     hooks = Hooks.from_config(om)
     for event in turns(messages):
-        await _settle(sim, sim.feed(event), policy, hooks, measured_time)
+        await settle(sim, sim.feed(event), policy, hooks, measured_time)
         if progress is not None and isinstance(event, Message):
             progress()
     await hooks.drain()
