@@ -10,6 +10,7 @@
     om schema export [--check] write (or check) the JSON Schema files of the wire types
     om config check [FILE]     validate observationalMemory options; print the resolved values
     om simulate CONV.jsonl     the engine over a conversation file, without a broker
+    om observe|reflect THREAD  manual cycles, through the control topic
 """
 
 from __future__ import annotations
@@ -270,6 +271,23 @@ def cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_manual(args: argparse.Namespace) -> int:
+    """`om observe` / `om reflect`: a command record on `<ns>.control`; the worker acts on it."""
+    from .client import OmClient
+
+    async def send() -> None:
+        async with OmClient(_settings(args)) as client:
+            if args.command == "observe":
+                await client.observe(args.thread, resource_id=args.resource, request_id=args.request_id)
+            else:
+                await client.reflect(args.thread, prompt=args.prompt, resource_id=args.resource,
+                                     request_id=args.request_id)
+
+    asyncio.run(send())
+    print(f"{args.command} requested for thread {args.thread}; follow it with `om tail`")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
@@ -306,6 +324,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("produce", help="send chat messages from a JSON-lines file")
     p.add_argument("file", help="one message per line: {threadId, role, content, createdAt, ...}")
     p.set_defaults(func=cmd_produce)
+
+    for name, text in (("observe", "observe a thread's unobserved messages now"),
+                       ("reflect", "reflect a thread's observations now")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("thread", help="thread id")
+        p.add_argument("--resource", help="resource id (needed in resource scope)")
+        p.add_argument("--request-id", help="idempotency key: a command re-sent with it applies once")
+        if name == "reflect":
+            p.add_argument("--prompt", help="guidance for the reflector (SPECIFIC GUIDANCE)")
+        p.set_defaults(func=cmd_manual)
 
     p = sub.add_parser("simulate", help="run the engine over a conversation file, without a broker")
     p.add_argument("conversation", help="JSON lines: {threadId, resourceId?, role, content, createdAt, id?}")

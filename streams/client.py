@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from types import TracebackType
 
 from schemas.codec import encode
-from schemas.control import StepStarted, TurnEnded
+from schemas.control import ControlRecord, ObserveRequested, ReflectRequested, StepStarted, TurnEnded
 from schemas.messages import Message, TokenCount
 from streams.engine.fold import memory_key
 from streams.engine.tokens import count_message, get_counter
@@ -86,7 +86,21 @@ class OmClient:
         await self.send_control(TurnEnded(thread_id=thread_id, resource_id=resource_id,
                                       at=at or datetime.now(timezone.utc), after_message_id=after_message_id))
 
-    async def send_control(self, record: StepStarted | TurnEnded) -> None:
+    async def observe(self, thread_id: str, *, resource_id: str | None = None,
+                      request_id: str | None = None) -> None:
+        """Observe the thread's unobserved messages now (manual `observe()`)."""
+        await self.send_control(ObserveRequested(
+            thread_id=thread_id, resource_id=resource_id, at=datetime.now(timezone.utc),
+            request_id=request_id))
+
+    async def reflect(self, thread_id: str, *, prompt: str | None = None,
+                      resource_id: str | None = None, request_id: str | None = None) -> None:
+        """Reflect the thread's observations now, optionally guided by `prompt`."""
+        await self.send_control(ReflectRequested(
+            thread_id=thread_id, resource_id=resource_id, prompt=prompt,
+            at=datetime.now(timezone.utc), request_id=request_id))
+
+    async def send_control(self, record: ControlRecord) -> None:
         """Send an agent-loop marker (keyed by its memory key, like the messages it follows)."""
         assert self._producer is not None, "use OmClient as an async context manager"
         await self._producer.send_and_wait(
