@@ -304,8 +304,25 @@ def _read_observer(result: ModelResult) -> ObserverOutput | str:
     return parsed
 
 
+def _regenerate(step: Step, cycle: Cycle, result: ModelResult) -> bool:
+    """A degenerate (looping) answer is asked for once more (spec §7.7); True if it was."""
+    if not result.ok or cycle.level > 0 or not parse_observer_output(result.output or "").degenerate:
+        return False
+    again = cycle.model_copy(update={"level": 1})
+    messages = tuple(m for m in step.state.pending if m.id in set(cycle.message_ids))
+    job = _job(step, again, _observer_request(step, messages, buffered=cycle.kind == "buffer"),
+               reflector=False, trigger=cycle.trigger, input_tokens=cycle.tokens)
+    if isinstance(job, str):
+        return False
+    step.jobs.append(job)
+    step.update(**{"in_flight" if cycle.kind == "observe" else "buffering": again})
+    return True
+
+
 def _observation_result(step: Step, cycle: Cycle, result: ModelResult, done: datetime,
                         duration: int) -> None:
+    if _regenerate(step, cycle, result):
+        return
     parsed = _read_observer(result)
     if isinstance(parsed, str):
         _failed(step, cycle, "observation", parsed, done, duration)
@@ -400,6 +417,8 @@ def start_buffer(step: Step, now: datetime, *, skip_minimum: bool) -> None:
 def _buffer_result(step: Step, cycle: Cycle, result: ModelResult) -> None:
     done, duration = _outcome_time(step, cycle, result)
     step.update(buffering=None)
+    if _regenerate(step, cycle, result):
+        return
     state = step.state
     parsed = _read_observer(result)
     pending_ids = set(state.pending_ids)

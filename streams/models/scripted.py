@@ -17,7 +17,7 @@ for a hosted model, which would receive them as unknown arguments):
   `InternalServerError`, `ServiceUnavailableError`, `APIConnectionError`,
   `AuthenticationError`, `BadRequestError`), so the call takes litellm's real error path;
   `'malformed'` answers text with neither an `<observations>` block nor list lines;
-  `'degenerate'` answers a looping text (over 2 000 characters of one repeated line, §7.6).
+  `'degenerate'` answers a looping text (a block of lines repeated 20 times, §7.6).
 - `failTimes`: how many calls fail before the model answers normally (default: every call).
   Calls are counted per request content (model, messages and these settings, hashed), so
   the same request fails the same way in every run; `reset_failures()` forgets the counts.
@@ -194,8 +194,8 @@ _MALFORMED = "I read the conversation. Nothing stood out to me, so I have no not
 
 
 def _degenerate() -> str:
-    line = "* 🔴 (09:00) User said: the same thing again and again and again"
-    return "<observations>\n" + "\n".join([line] * 60) + "\n</observations>"
+    block = [f"* 🔴 (09:0{i}) User said: the same thing again and again, part {i}" for i in range(3)]
+    return "<observations>\n" + "\n".join(block * 20) + "\n</observations>"
 
 
 def _raise(litellm, kind: str, model: str) -> None:

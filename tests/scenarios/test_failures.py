@@ -84,16 +84,18 @@ def assert_next_cycle_observes_everything(sim) -> None:
     assert healthy.states["thread:t"].pending == ()
 
 
-@pytest.mark.parametrize(("fail_with", "error"), [
-    ("malformed", "Observer returned no observations"),
-    ("degenerate", "Observer produced degenerate output"),
+@pytest.mark.parametrize(("fail_with", "calls", "error"), [
+    ("malformed", 1, "Observer returned no observations"),
+    ("degenerate", 2, "Observer produced degenerate output"),  # regenerated once (spec 7.7)
 ])
-def test_unusable_answers_fail_without_retry_and_leave_the_messages(fail_with, error):
-    sim = run(fail_with, fail_times=1, retries=3)  # every distinct request gets one bad answer
+def test_unusable_answers_fail_and_leave_the_messages(fail_with, calls, error):
+    sim = run(fail_with, fail_times=calls, retries=3)  # every distinct request gets bad answers
     failed = [e for e in sim.events if e.type == "data-om-observation-failed"]
     starts = [e for e in sim.events if e.type == "data-om-observation-start"]
     assert failed and all(e.data.error == error for e in failed) and len(failed) == len(starts)
-    assert sim.results and all(r.ok and r.attempts == 1 for r in sim.results)  # answers: not retried
+    # An answer is not a transient error: never retried, only a loop is asked for once more.
+    assert len(sim.results) == calls * len(starts)
+    assert all(r.ok and r.attempts == 1 for r in sim.results)
     assert_next_cycle_observes_everything(sim)
 
 

@@ -99,13 +99,20 @@ def test_failed_result_reports_and_leaves_messages_for_the_next_cycle():
     assert again.state.in_flight.message_ids == (*out.state.pending_ids, "t1-m6")
 
 
-def test_degenerate_output_fails_the_cycle():
+def test_degenerate_output_is_regenerated_once_then_fails_and_keeps_the_messages():
     config = engine(500)
     state, _, jobs, _ = run([message(i) for i in range(6)], config)
     loop = "<observations>\n" + "* 🔴 (09:00) the same line repeated again and again\n" * 200 + "</observations>"
-    out = fold(state, scripted_result(jobs[0], output=loop), config)
-    assert [e.type for e in out.events if e.type != "data-om-status"][0] == "data-om-observation-failed"
+    again = fold(state, scripted_result(jobs[0], output=loop), config)
+    assert again.events == () and len(again.jobs) == 1  # asked once more, nothing reported yet
+    assert again.jobs[0].cycle_id == jobs[0].cycle_id and again.state.in_flight is not None
+    out = fold(again.state, scripted_result(again.jobs[0], output=loop), config)
+    assert types(out.events) == ["data-om-observation-failed"]
     assert "degenerate" in out.events[0].data.error
+    assert out.state.pending_ids == state.pending_ids and out.state.in_flight is None
+    retry = fold(state, scripted_result(jobs[0], output=loop), config)
+    healed = fold(retry.state, scripted_result(retry.jobs[0]), config)
+    assert types(healed.events) == ["data-om-observation-end"]
 
 
 def test_stale_or_duplicate_result_is_recorded_and_ignored():
