@@ -182,3 +182,15 @@ def test_engine_imports_no_io():
             for name in names:
                 assert name.split(".")[0] not in banned, f"{path.name} imports {name}"
         assert "datetime.now" not in path.read_text() and "uuid4" not in path.read_text(), path.name
+
+
+def test_model_by_input_tokens_picks_the_tier_and_fails_above_the_largest():
+    config = engine(500, observation={"model": {"upTo": {"600": "scripted/observer",
+                                                          "900": "scripted/observer-large"}}})
+    state, _, jobs, _ = run([message(i) for i in range(6)], config)
+    assert jobs[0].model == "scripted/observer" and jobs[0].input_tokens <= 600
+    small = engine(500, observation={"model": {"upTo": {"100": "scripted/observer"}}})
+    state, events, jobs, _ = run([message(i) for i in range(6)], small)
+    assert jobs == [] and types(events) == ["data-om-observation-start", "data-om-observation-failed"]
+    assert "exceeds the largest configured threshold (100)" in events[-2].data.error
+    assert state.in_flight is None and len(state.pending) == 6

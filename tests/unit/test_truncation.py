@@ -50,3 +50,35 @@ def test_result_never_exceeds_the_budget_unless_only_a_marker(n, budget):
     shown, cut = truncate_observations(_log(n), budget, COUNT)
     assert COUNT(shown) <= budget or shown == f"[{n} observations truncated here]"
     assert cut == (shown != _log(n))
+
+
+def test_spec_case_400_lines_budget_200():
+    """§15 item 10: within budget, marked, newest kept, oldest dropped."""
+    text = "\n".join(f"* 🟡 (10:{i % 60:02d}) observation {i} about the project status" for i in range(400))
+    shown, cut = truncate_observations(text, 200, COUNT)
+    assert cut and COUNT(shown) <= 200
+    assert "observations truncated here]" in shown
+    assert shown.split("\n")[-1] == text.split("\n")[-1]
+    assert "observation 0 " not in shown
+
+
+def test_the_observer_sees_the_budget_and_the_log_keeps_everything():
+    from streams.engine.fold import fold, new_state
+    from streams.engine.truncation import TRUNCATION_NOTICE
+    from tests.helpers import engine, message, scripted_result
+
+    config = engine(300, observation={"previousObserverTokens": 60})
+    state, jobs = new_state("thread:t1", "t1", "u1"), []
+    for i in range(40):
+        out = fold(state, message(i, words=40), config)
+        state, jobs = out.state, jobs + list(out.jobs)
+        while jobs and state.in_flight is not None:
+            out = fold(state, scripted_result(jobs.pop(0)), config)
+            state, jobs = out.state, jobs + list(out.jobs)
+    assert state.observation_tokens > 60
+    last = fold(state, message(99, words=400), config)
+    request = last.jobs[0].messages[1].content
+    assert request.count(TRUNCATION_NOTICE) == 1
+    previous = request.split("## Previous Observations\n\n")[1].split("\n\n---")[0]
+    assert COUNT(previous) <= 60
+    assert state.observations.count("User said") >= 10  # the stored log keeps everything
