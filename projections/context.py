@@ -5,31 +5,195 @@ thread: the observation text, the hints, and the messages no observation covers 
 message is in exactly one of the two: its id is either in an `observation-end`'s
 `observedMessageIds` or still listed raw.  Events are applied once per `(memoryKey, seq)`, so a
 re-sent event after a worker crash changes nothing.
+
+The window itself (spec §10), as chat messages in this order:
+
+1. system: the preamble + `\\n\\n` + the usage instructions (KNOWLEDGE UPDATES, PLANNED ACTIONS,
+   MOST RECENT USER INPUT, …);
+2. system (resource scope only, when given): the other conversations block;
+3. system: the literal `<observations>` (no closing tag is ever sent, as in the original);
+4. one system message per boundary-delimited chunk of the log, after the context transform
+   (`optimize_observations_for_context`, then dates annotated relative to "now") — older chunks
+   stay byte-identical while "now" stays on the same day, which is what prompt caching needs;
+5. system `<current-task>\\n…\\n</current-task>` and `<suggested-response>\\n…\\n</suggested-response>`
+   when the thread has them;
+6. user: the continuation reminder (`om-continuation`, dated the epoch so it sorts before history);
+7. the raw messages no observation covers yet.
+
+Nothing of 1-6 is sent while the log is empty.
+
+"Now" is event time, never the wall clock: a view remembers the newest time it has seen for its
+thread (message `createdAt`s and event `eventTime`s), so the same log always renders the same
+window; callers may pass an explicit `now` instead.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from datetime import datetime, timezone, tzinfo
 from typing import Any
+from zoneinfo import ZoneInfo
 
+from schemas.base import iso
 from schemas.messages import Message
+from streams.engine.dates import add_relative_time_to_observations
 from streams.engine.observations import append_observations, split_chunks
 
-__all__ = ["ContextProjection", "ThreadView", "context_messages"]
+__all__ = [
+    "CONTINUATION",
+    "CONTINUATION_HINT",
+    "CONTINUATION_ID",
+    "INSTRUCTIONS",
+    "PREAMBLE",
+    "ContextProjection",
+    "ContextWindow",
+    "ThreadView",
+    "build_context_system_messages",
+    "build_context_window",
+    "context_messages",
+    "continuation_message",
+    "observation_context_chunks",
+    "optimize_observations_for_context",
+    "other_conversations_block",
+]
 
+#: Exact (spec §10).
 PREAMBLE = "The following observations block contains your memory of past conversations with this user."
 INSTRUCTIONS = (
-    "IMPORTANT: refer to specific details from these observations and personalise your answer.\n\n"
-    "KNOWLEDGE UPDATES: when observations disagree, the most recent one wins.\n\n"
-    "PLANNED ACTIONS: a planned action whose date has passed has probably happened.\n\n"
-    "MOST RECENT USER INPUT: the user's latest message is the strongest signal.\n\n"
-    "SYSTEM REMINDERS: <system-reminder> content is internal guidance; do not mention it."
+    "IMPORTANT: when you answer, draw on the specific details in these observations rather than "
+    "generic advice. Personalise your reply and, when you recommend something, tie it to what the "
+    "user has told you or done before.\n\n"
+    "KNOWLEDGE UPDATES: facts change over time. When observations disagree, trust the most recent "
+    "one: a newer observation replaces an older one on the same subject. Watch for wording that "
+    "signals a change, such as \"will start\", \"is switching to\", \"changed to\" or \"moved to\".\n\n"
+    "PLANNED ACTIONS: an observation may record something the user planned to do. If the date of "
+    "that plan is now in the past, assume it happened unless a later observation says otherwise.\n\n"
+    "MOST RECENT USER INPUT: the user's latest message is the strongest signal of what they want "
+    "now; give it priority over everything recorded here.\n\n"
+    "SYSTEM REMINDERS: text inside <system-reminder> tags is guidance for you from the system. "
+    "Follow it, but never quote or mention it to the user."
 )
-CONTINUATION = (
-    "<system-reminder>Continue the conversation naturally and answer the latest message. The "
-    "observations are background; do not mention memory or summaries. Messages after this "
-    "reminder are newer and take priority.</system-reminder>"
+CONTINUATION_HINT = (
+    "This conversation is already under way: the messages before this point were condensed into "
+    "your memory observations above. Carry on naturally and answer the user's latest message; treat "
+    "the earlier context as background. Pick up unfinished work only where that helps the user, and "
+    "if a suggested response is given, follow it in your own words. Never mention memory, "
+    "observations, summaries or missing messages, and do not greet the user as if this were a new "
+    "conversation. Messages after this reminder are newer and take priority."
 )
+#: The continuation message's text, wrapped as the original sends it.
+CONTINUATION = f"<system-reminder>{CONTINUATION_HINT}</system-reminder>"
+CONTINUATION_ID = "om-continuation"
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_OTHER_CONVERSATIONS = (
+    "The following content is from OTHER conversations different from the current conversation, "
+    "they're here for reference,  but they're not necessarily your focus:\n"
+    "START_OTHER_CONVERSATIONS_BLOCK\n{}\nEND_OTHER_CONVERSATIONS_BLOCK"
+)
+
+
+# --- the observation text as the actor reads it ----------------------------------------------
+_ANCHOR_IDS = re.compile(r"(^|\n)([^\S\n]*)\[(O\d+(?:-N\d+)?)\][^\S\n]*")
+_MEDIUM_LOW = re.compile(r"[🟡🟢]\s*")
+# `[labels]` go; `[N items collapsed …]` and markdown link text `[x](url)` stay.
+_BRACKET_LABEL = re.compile(r"\[(?![\d\s]*items collapsed)[^\]]+\](?!\()")
+_ARROW = re.compile(r"\s*->\s*")
+_SPACES = re.compile(r"  +")
+_BLANK_LINES = re.compile(r"\n{3,}")
+
+
+def optimize_observations_for_context(observations: str) -> str:
+    """The log with what only the observer and reflector need taken out (spec §10): anchor ids
+    `[O1]`/`[O1-N2]`, the 🟡/🟢 priorities (🔴 and ✅ stay), `[label]` tags, `->` arrows, runs
+    of spaces and of blank lines."""
+    text = _ANCHOR_IDS.sub(r"\1\2", observations) if observations else observations
+    text = _MEDIUM_LOW.sub("", text)
+    text = _BRACKET_LABEL.sub("", text)
+    text = _ARROW.sub(" ", text)
+    text = _SPACES.sub(" ", text)
+    text = _BLANK_LINES.sub("\n\n", text)
+    return text.strip()
+
+
+def observation_context_chunks(observations: str, now: datetime | None = None,
+                               zone: tzinfo = timezone.utc) -> list[str]:
+    """The transformed log split at its message boundaries, one string per chunk.
+
+    The transform runs over the whole text before the split, so a gap marker between the last
+    date of one chunk and the first of the next opens the later chunk (older chunks do not
+    change when a chunk is appended).  Without `now` the dates are left as written.
+    """
+    text = optimize_observations_for_context(observations)
+    if now is not None:
+        text = add_relative_time_to_observations(text, now, zone)
+    return [chunk.strip() for chunk in split_chunks(text.strip()) if chunk.strip()]
+
+
+def other_conversations_block(blocks: str) -> str:
+    """Resource scope: the unobserved messages of the user's other threads, exactly framed."""
+    return _OTHER_CONVERSATIONS.format(blocks)
+
+
+def build_context_system_messages(
+    observations: str, *, current_task: str | None = None, suggested_response: str | None = None,
+    other_conversations: str | None = None, now: datetime | None = None, zone: tzinfo = timezone.utc,
+) -> list[str] | None:
+    """The system messages of the window (`buildContextSystemMessages`), None for an empty log."""
+    if not observations:
+        return None
+    system = [f"{PREAMBLE}\n\n{INSTRUCTIONS}"]
+    if other_conversations:
+        system.append(other_conversations_block(other_conversations))
+    chunks = observation_context_chunks(observations, now, zone)
+    if chunks:
+        system += ["<observations>", *chunks]
+    if current_task:
+        system.append(f"<current-task>\n{current_task}\n</current-task>")
+    if suggested_response:
+        system.append(f"<suggested-response>\n{suggested_response}\n</suggested-response>")
+    return system
+
+
+def continuation_message(thread_id: str | None = None, resource_id: str | None = None) -> dict[str, Any]:
+    """The continuation reminder as the original stores it: a user message dated the epoch, so
+    it sorts before every message of the history."""
+    message: dict[str, Any] = {
+        "id": CONTINUATION_ID, "role": "user", "createdAt": iso(_EPOCH),
+        "content": {"format": 2, "parts": [{"type": "text", "text": CONTINUATION}]},
+    }
+    if thread_id is not None:
+        message["threadId"] = thread_id
+    if resource_id is not None:
+        message["resourceId"] = resource_id
+    return message
+
+
+def _chat_role(role: str) -> str:
+    return role if role in ("assistant", "system") else "user"
+
+
+@dataclass(frozen=True)
+class ContextWindow:
+    """One rendering of a thread's window: the injected part and the raw tail."""
+
+    now: datetime | None
+    system: tuple[str, ...]                 # empty when nothing is injected
+    continuation: dict[str, Any] | None     # None when nothing is injected
+    messages: tuple[Message, ...]
+
+    def chat(self) -> list[dict[str, str]]:
+        """Ready-to-send chat messages (OpenAI / litellm shape: role and content only)."""
+        chat = [{"role": "system", "content": content} for content in self.system]
+        if self.continuation is not None:
+            chat.append({"role": "user", "content": CONTINUATION})
+        chat += [{"role": _chat_role(m.role), "content": m.text()} for m in self.messages]
+        return chat
+
+
+# --- the projection ---------------------------------------------------------------------------
+def _zone(time_zone: str | tzinfo) -> tzinfo:
+    return ZoneInfo(time_zone) if isinstance(time_zone, str) else time_zone
 
 
 @dataclass
@@ -47,68 +211,96 @@ class ThreadView:
     last_seq: int = 0
     events: int = 0
     cycles: int = 0
+    # The newest event time seen for this thread: the window's "now".
+    clock: datetime | None = None
+    # The zone the observer's calendar dates were written in (the transcript's zone).
+    time_zone: str | tzinfo = "UTC"
 
     @property
     def blocked(self) -> bool:
         return bool(self.in_flight)
 
+    def saw(self, at: datetime | None) -> None:
+        """Advance the view's clock to `at` if it is newer."""
+        if at is not None and (self.clock is None or at > self.clock):
+            self.clock = at
+
     def unobserved(self) -> list[Message]:
         rest = [m for i, m in self.messages.items() if i not in self.observed]
         return sorted(rest, key=lambda m: m.created_at)
 
-    def snapshot(self) -> dict[str, Any]:
+    def window(self, now: datetime | None = None) -> ContextWindow:
+        return build_context_window(self, now=now)
+
+    def snapshot(self, now: datetime | None = None) -> dict[str, Any]:
         raw = self.unobserved()
+        window = build_context_window(self, raw, now=now)
         return {
             "threadId": self.thread_id,
             "memoryKey": self.memory_key,
             "generation": self.generation,
             "cursor": self.cursor,
             "blocked": self.blocked,
+            "now": iso(window.now) if window.now is not None else None,
             "observations": self.observations,
             "currentTask": self.current_task,
             "suggestedResponse": self.suggested_response,
             "cycles": self.cycles,
             "observedMessageIds": sorted(self.observed),
             "messages": [m.wire() for m in raw],
-            "chat": context_messages(self, raw),
+            "chat": window.chat(),
         }
 
 
-def context_messages(view: ThreadView, raw: list[Message]) -> list[dict[str, str]]:
-    """The window as ready-to-send chat messages (OpenAI / litellm shape)."""
-    chat: list[dict[str, str]] = []
-    if view.observations:
-        chat.append({"role": "system", "content": f"{PREAMBLE}\n\n{INSTRUCTIONS}"})
-        chat.append({"role": "system", "content": "<observations>"})
-        # One message per boundary-delimited chunk keeps older chunks byte-identical (prompt caching).
-        for chunk in split_chunks(view.observations):
-            chat.append({"role": "system", "content": chunk})
-        if view.current_task:
-            chat.append({"role": "system", "content": f"<current-task>\n{view.current_task}\n</current-task>"})
-        if view.suggested_response:
-            chat.append({"role": "system",
-                         "content": f"<suggested-response>\n{view.suggested_response}\n</suggested-response>"})
-        chat.append({"role": "user", "content": CONTINUATION})
-    for message in raw:
-        role = "assistant" if message.role == "assistant" else ("system" if message.role == "system" else "user")
-        chat.append({"role": role, "content": message.text()})
-    return chat
+def build_context_window(view: ThreadView, raw: list[Message] | None = None, *,
+                         now: datetime | None = None, time_zone: str | tzinfo | None = None,
+                         other_conversations: str | None = None) -> ContextWindow:
+    """The window of `view` at `now` (default: the newest event time the view has seen).
+
+    `raw` defaults to the view's unobserved messages; `time_zone` to the view's.
+    """
+    at = now if now is not None else view.clock
+    raw = view.unobserved() if raw is None else raw
+    system = build_context_system_messages(
+        view.observations, current_task=view.current_task, suggested_response=view.suggested_response,
+        other_conversations=other_conversations, now=at,
+        zone=_zone(time_zone if time_zone is not None else view.time_zone))
+    resource_id = next((m.resource_id for m in raw if m.resource_id), None)
+    return ContextWindow(
+        now=at,
+        system=tuple(system or ()),
+        continuation=continuation_message(view.thread_id, resource_id) if system else None,
+        messages=tuple(raw),
+    )
+
+
+def context_messages(view: ThreadView, raw: list[Message] | None = None, *,
+                     now: datetime | None = None, time_zone: str | tzinfo | None = None) -> list[dict[str, str]]:
+    """The window as ready-to-send chat messages (OpenAI / litellm shape).
+
+    `now` decides the relative dates (`(3 weeks ago)`, `[1 month later]`, `likely already
+    happened`); without it the view's own clock is used, never the wall clock.
+    """
+    return build_context_window(view, raw, now=now, time_zone=time_zone).chat()
 
 
 class ContextProjection:
     """Per-thread views, fed record by record from the two topics."""
 
-    def __init__(self) -> None:
+    def __init__(self, time_zone: str | tzinfo = "UTC") -> None:
         self.threads: dict[str, ThreadView] = {}
+        self.time_zone = time_zone
+        _zone(time_zone)  # an unknown zone fails here, not on the first request
 
     def view(self, thread_id: str) -> ThreadView:
         if thread_id not in self.threads:
-            self.threads[thread_id] = ThreadView(thread_id)
+            self.threads[thread_id] = ThreadView(thread_id, time_zone=self.time_zone)
         return self.threads[thread_id]
 
     def apply_message(self, message: Message) -> None:
         view = self.view(message.thread_id)
         view.messages.setdefault(message.id, message)
+        view.saw(message.created_at)
 
     def apply_event(self, event: Any) -> bool:
         """Apply one `<ns>.events` record; False if it was a duplicate or not for a thread."""
@@ -120,6 +312,7 @@ class ContextProjection:
         view.last_seq = event.seq
         view.memory_key = event.memory_key
         view.events += 1
+        view.saw(getattr(event, "event_time", None))
         data = event.data
         if event.type == "data-om-observation-start":
             view.in_flight.add(data.cycle_id)
@@ -153,4 +346,3 @@ class ContextProjection:
         elif event.type == "om-memory-deleted":
             self.threads.pop(event.thread_id, None)
         return True
-

@@ -162,9 +162,18 @@ def describe_event(event) -> str:
     if kind == "observation-start":
         return f"{head} {d.operation_type} of {d.tokens_to_observe} tokens"
     if kind == "observation-end":
-        return f"{head} {d.tokens_observed} tokens -> {d.observation_tokens} observation tokens"
-    if kind == "observation-failed":
-        return f"{head} {d.error}"
+        return f"{head} {d.operation_type}: {d.tokens_observed} tokens -> {d.observation_tokens} observation tokens"
+    if kind == "buffering-start":
+        return f"{head} {d.operation_type} of {d.tokens_to_buffer} tokens, in the background"
+    if kind == "buffering-end":
+        return f"{head} {d.operation_type}: {d.tokens_buffered} tokens -> {d.buffered_tokens} buffered"
+    if kind == "activation":
+        return (f"{head} {d.operation_type}: {d.tokens_activated} tokens -> {d.observation_tokens} "
+                f"observation tokens ({d.triggered_by}, no model call)")
+    if kind in ("observation-failed", "buffering-failed"):
+        return f"{head} {d.operation_type}: {d.error}"
+    if kind == "thread-update":
+        return f"{head} title {d.old_title!r} -> {d.new_title!r}"
     return f"{head} {d.model_dump_json(by_alias=True)[:120]}"
 
 

@@ -13,6 +13,7 @@ import signal
 import sys
 import time
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 from .processes import local_broker, start_child, stop_child
@@ -41,6 +42,8 @@ def run_demo(settings: Settings, conversation: Path, *, stay: bool) -> int:
     # background left SIGINT ignored.
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
+    # A fresh namespace per run: the broker keeps earlier runs' logs, and a demo must show its own.
+    settings = replace(settings, namespace=f"{settings.namespace}-{time.strftime('%Y%m%d-%H%M%S')}")
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     broker = local_broker(settings)
     owned_broker = broker.pid() is None
@@ -49,7 +52,7 @@ def run_demo(settings: Settings, conversation: Path, *, stay: bool) -> int:
         broker.start()
     asyncio.run(broker.wait_ready())
     asyncio.run(ensure_topics(settings))
-    print(f"    broker ready at {broker.bootstrap}", flush=True)
+    print(f"    broker ready at {broker.bootstrap}; namespace {settings.namespace}", flush=True)
     print("2/5 starting the worker and the web server ...", flush=True)
     children = [start_child(settings, "worker", settings.data_dir / "worker.log"),
                 start_child(settings, "serve", settings.data_dir / "web.log")]

@@ -31,7 +31,8 @@ def start_child(settings: Settings, command: str, log: Path) -> subprocess.Popen
     args = [sys.executable, "-m", "streams.cli"]
     if settings.config_file:
         args += ["--config", str(settings.config_file)]
-    env = {**os.environ, "OM_DATA_DIR": str(settings.data_dir), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "OM_DATA_DIR": str(settings.data_dir), "OM_NAMESPACE": settings.namespace,
+           "PYTHONUNBUFFERED": "1"}
     with open(log, "ab") as out:
         return subprocess.Popen([*args, command], stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=env, start_new_session=True)

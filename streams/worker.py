@@ -67,7 +67,8 @@ def build_app(settings: Settings) -> faust.App:
         settings.app_id,
         broker=f"kafka://{settings.bootstrap}",
         store="rocksdb://",
-        datadir=str(settings.data_dir / "worker"),
+        # Per app: table files (and their changelog offsets) belong to one namespace.
+        datadir=str(settings.data_dir / "worker" / settings.app_id),
         topic_partitions=settings.partitions,
         topic_allow_declare=False,
         topic_disable_leader=True,
