@@ -24,7 +24,7 @@ log = logging.getLogger("omstream.projection")
 class ProjectionFeed:
     def __init__(self, settings: Settings, projection: ContextProjection | None = None) -> None:
         self.settings = settings
-        self.projection = projection or ContextProjection()
+        self.projection = projection or ContextProjection(time_zone=settings.om.time_zone)
         self.changed = asyncio.Condition()
         self._consumer = None
 
