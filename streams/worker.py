@@ -63,6 +63,7 @@ def _load_state(raw: bytes | None) -> MemoryState | None:
 def build_app(settings: Settings) -> faust.App:
     topics = Topics(settings.namespace)
     config = EngineConfig(settings.om)
+    (settings.data_dir / "worker").mkdir(parents=True, exist_ok=True)  # faust makes only the last level
     app = faust.App(
         settings.app_id,
         broker=f"kafka://{settings.bootstrap}",
