@@ -62,7 +62,7 @@ class TextPart(_Part):
 
 
 class ReasoningPart(_Part):
-    """The model's reasoning; never counted and never shown to the observer."""
+    """The model's reasoning: counted as 0 tokens (spec §5.2), shown to the observer as `Reasoning`."""
 
     type: Literal["reasoning"] = "reasoning"
     text: str

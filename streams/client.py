@@ -56,7 +56,8 @@ class OmClient:
         """The message with its token count taken by the configured counter."""
         if message.tokens is not None and message.tokens.counter == self._counter.name:
             return message
-        count = TokenCount(counter=self._counter.name, count=count_message(message, self._counter))
+        tokens = count_message(message, self._counter, self.settings.om.observer_model)
+        count = TokenCount(counter=self._counter.name, count=tokens)
         return message.model_copy(update={"tokens": count})
 
     async def send_message(self, message: Message) -> None:

@@ -81,7 +81,7 @@ from .state import BufferedChunk, BufferedReflection, Cycle, Generation, Pending
 from .step import Step
 from .thresholds import enough_to_buffer, projected_message_removal, should_trigger_buffer
 from .tokens import count_messages
-from .transcript import TranscriptLine, render_transcript
+from .transcript import AttachmentNumbers, TranscriptLine, render_transcript
 from .truncation import truncate_observations
 
 __all__ = ["check", "manual_observe", "manual_reflect", "on_result", "emit_status"]
@@ -229,9 +229,13 @@ def _blocking_result(step: Step, cycle: Cycle, result: ModelResult) -> None:
 
 # --- observation ------------------------------------------------------------------------------
 def _transcript(messages: tuple[PendingMessage, ...], time_zone: str) -> str:
+    numbers = AttachmentNumbers()  # [Image #n] / [File #n] count from 1 in every observer call
     return render_transcript(
-        (TranscriptLine(m.created_at, m.role.capitalize() if m.title is None else m.title, m.text)
-         for m in messages), time_zone)
+        (TranscriptLine(m.created_at, title, numbers.fill(title, body))
+         for m in messages
+         for title, body in (m.lines if m.lines is not None
+                             else ((m.role.capitalize() if m.title is None else m.title, m.text),))),
+        time_zone)
 
 
 def _observer_request(step: Step, messages: tuple[PendingMessage, ...], *,

@@ -46,6 +46,7 @@ from .state import MemoryState, PendingMessage
 from .step import EngineConfig, Folded, Rejected, Step
 from .temporal import TimedMessage, plan_temporal_gap
 from .tokens import Counter, count_message
+from .transcript import message_lines
 
 __all__ = ["EngineConfig", "Folded", "Input", "Rejected", "fold", "memory_key", "new_state"]
 
@@ -174,10 +175,10 @@ def _is_duplicate(step: Step, message: Message) -> bool:
     return True
 
 
-def _message_tokens(message: Message, counter: Counter) -> int:
+def _message_tokens(message: Message, counter: Counter, model: str | None = None) -> int:
     if message.tokens is not None and message.tokens.counter == counter.name:
         return message.tokens.count
-    return count_message(message, counter)
+    return count_message(message, counter, model)
 
 
 def _actor_model(message: Message) -> str | None:
@@ -193,9 +194,11 @@ def _on_message(step: Step, message: Message, *, released: bool = False) -> None
     now = step.now(message.created_at)
     if message.role == "user" and step.config.resolved.temporal_markers:
         _insert_temporal_marker(step, message)
+    counter = step.config.counter
     pending = PendingMessage(
-        id=message.id, role=message.role, created_at=message.created_at,
-        text=message.text(), tokens=_message_tokens(message, step.config.counter),
+        id=message.id, role=message.role, created_at=message.created_at, text=message.text(),
+        tokens=_message_tokens(message, counter, step.config.om.observer_model),
+        lines=message_lines(message, counter.count),
     )
     step.update(pending=(*step.state.pending, pending))
     if message.role == "assistant":

@@ -22,6 +22,9 @@ class PendingMessage(_Frozen):
     text: str
     tokens: int
     title: str | None = None  # the transcript's line title; "" for a temporal-gap marker
+    # A message of parts: its transcript lines as (title, body), attachment placeholders still
+    # to be numbered (transcript.message_lines); None renders one line, `title`/role and `text`.
+    lines: tuple[tuple[str, str], ...] | None = None
 
 
 class Cycle(_Frozen):

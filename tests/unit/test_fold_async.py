@@ -1,0 +1,121 @@
+"""Async buffering and activation in the fold (spec §6.2–§6.4, §15 items 3 and 6)."""
+
+from datetime import timedelta
+
+from schemas.control import StepStarted, TurnEnded
+from schemas.messages import Message
+from streams.engine.fold import fold, new_state
+from tests.helpers import T0, engine, message, scripted_result
+
+
+class Loop:
+    """Folds inputs; `settle()` answers every queued job with the scripted models."""
+
+    def __init__(self, config) -> None:
+        self.config, self.state = config, new_state("thread:t1", "t1", "u1")
+        self.events, self.queue = [], []
+
+    def __call__(self, item):
+        out = fold(self.state, item, self.config)
+        self.state = out.state
+        self.events += out.events
+        self.queue += out.jobs
+        return out
+
+    def settle(self):
+        while self.queue:
+            self(scripted_result(self.queue.pop(0)))
+
+    def types(self, since=0):
+        return [e.type.removeprefix("data-om-") for e in self.events[since:] if e.type != "data-om-status"]
+
+
+def step(n: int, at, model: str | None = None, after: str | None = None) -> StepStarted:
+    return StepStarted(thread_id="t1", step_number=n, at=at, model=model, after_message_id=after)
+
+
+def buffered_loop(**observation):
+    loop = Loop(engine(600, observation={"bufferTokens": 0.2, **observation}, checkThresholdsAt="step"))
+    for i in range(4):  # each turn crosses a 120-token interval: one chunk per turn
+        loop(message(i, words=40))
+        loop(step(0, message(i).created_at, after=f"t1-m{i}"))
+        loop.settle()
+    return loop
+
+
+def test_chunks_are_buffered_in_order_and_activation_with_ratio_1_moves_them_all():
+    loop = buffered_loop(bufferActivation=1.0)
+    chunks = loop.state.chunks
+    assert len(chunks) >= 2 and loop.state.observations == ""  # buffered, not yet active
+    assert [c.message_ids for c in chunks] == sorted(c.message_ids for c in chunks)
+    i = len(loop.state.seen)
+    loop(message(i, words=400))  # crosses the threshold
+    out = loop(step(0, message(i).created_at, after=f"t1-m{i}"))
+    activations = [e for e in out.events if e.type == "data-om-activation"]
+    assert [a.data.cycle_id for a in activations] == [c.cycle_id for c in chunks]  # all, in order
+    newest = max(message(int(m.split("-m")[-1])).created_at for m in chunks[-1].message_ids)
+    assert loop.state.cursor == newest
+
+
+def test_activation_needs_no_model_call():
+    loop = buffered_loop()
+    i = len(loop.state.seen)
+    loop(message(i, words=300))
+    out = loop(step(0, message(i).created_at, after=f"t1-m{i}"))
+    assert "activation" in [e.type.removeprefix("data-om-") for e in out.events]
+    assert all(job.kind == "buffer" for job in out.jobs)  # the activation itself asked for nothing
+
+
+def test_idle_activation_reports_the_ttl():
+    loop = buffered_loop(activateAfterIdle="5m")
+    later = message(3).created_at + timedelta(minutes=6)
+    out = loop(step(0, later))
+    activation = [e for e in out.events if e.type == "data-om-activation"][0]
+    assert activation.data.triggered_by == "ttl"
+    assert activation.data.last_activity_at == round(message(3).created_at.timestamp() * 1000)
+    assert activation.data.ttl_expired_ms == 60_000
+
+
+def test_provider_change_activates():
+    loop = Loop(engine(600, observation={"bufferTokens": 0.2, "activateOnProviderChange": True},
+                       checkThresholdsAt="step"))
+    for i in range(4):
+        msg = message(i, words=40)
+        if msg.role == "assistant":
+            msg = Message.model_validate({**msg.model_dump(exclude={"metadata"}),
+                                          "metadata": {"provider": "openai", "model": "gpt-4o"}})
+        loop(msg)
+        loop(step(0, msg.created_at, model="openai/gpt-4o", after=msg.id))
+        loop.settle()
+    assert loop.state.chunks
+    out = loop(step(0, message(4).created_at, model="anthropic/claude-sonnet-4"))
+    activation = [e for e in out.events if e.type == "data-om-activation"][0]
+    assert activation.data.triggered_by == "provider_change"
+    assert (activation.data.previous_model, activation.data.current_model) == ("openai/gpt-4o", "anthropic/claude-sonnet-4")
+
+
+def test_buffer_on_idle_buffers_at_turn_end_below_the_minimum():
+    config = engine(2000, observation={"bufferTokens": 0.2, "bufferOnIdle": True}, checkThresholdsAt="step")
+    loop = Loop(config)
+    loop(message(0, words=5))
+    out = loop(TurnEnded(thread_id="t1", at=message(0).created_at, after_message_id="t1-m0"))
+    assert [j.kind for j in out.jobs] == ["buffer"]
+    quiet = Loop(engine(2000, observation={"bufferTokens": 0.2}, checkThresholdsAt="step"))
+    quiet(message(0, words=5))
+    assert quiet(TurnEnded(thread_id="t1", at=T0, after_message_id="t1-m0")).jobs == ()
+
+
+def test_block_after_waits_for_the_buffer_in_flight_then_observes_the_rest():
+    loop = Loop(engine(600, observation={"bufferTokens": 0.2}, checkThresholdsAt="message"))
+    loop(message(0, words=150))  # crosses the first interval: a buffer starts
+    assert loop.state.buffering is not None
+    out = loop(message(1, words=600))  # far past blockAfter (720) while the buffer runs
+    assert loop.state.in_flight is not None and loop.state.in_flight.kind == "buffer"
+    assert out.events == ()  # the check waits: no status until the buffer is back
+    loop(message(2, words=10))  # held
+    assert len(loop.state.held) == 1
+    loop.settle()
+    assert loop.types()[:5] == ["buffering-start", "buffering-end", "activation", "observation-start",
+                                "observation-end"]
+    assert [m.id for m in loop.state.pending] == ["t1-m2"]  # folded after the blocking cycle
+    assert loop.state.held == () and loop.state.in_flight is None
