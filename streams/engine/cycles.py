@@ -79,7 +79,13 @@ from .reflection_plan import (
 )
 from .state import BufferedChunk, BufferedReflection, Cycle, Generation, PendingMessage
 from .step import Step
-from .thresholds import enough_to_buffer, projected_message_removal, should_trigger_buffer
+from .thresholds import (
+    BufferCandidate,
+    enough_to_buffer,
+    projected_message_removal,
+    safe_buffer_prefix,
+    should_trigger_buffer,
+)
 from .tokens import count_messages
 from .transcript import AttachmentNumbers, TranscriptLine, render_transcript
 from .truncation import truncate_observations
@@ -396,7 +402,7 @@ def start_buffer(step: Step, now: datetime, *, skip_minimum: bool) -> None:
     """A background observation of the messages no chunk covers yet."""
     state = step.state
     covered = {mid for c in state.chunks for mid in c.message_ids}
-    candidates = tuple(m for m in state.pending if m.id not in covered)
+    candidates = _safe_prefix(tuple(m for m in state.pending if m.id not in covered), state.pending)
     tokens = count_messages([m.tokens for m in candidates])
     if state.buffering is not None or not enough_to_buffer(
             tokens, step.config.resolved.observation.buffer_tokens, skip_minimum=skip_minimum):
@@ -416,6 +422,19 @@ def start_buffer(step: Step, now: datetime, *, skip_minimum: bool) -> None:
         return
     step.jobs.append(job)
     step.update(buffering=cycle)
+
+
+def _safe_prefix(candidates: tuple[PendingMessage, ...],
+                 pending: tuple[PendingMessage, ...]) -> tuple[PendingMessage, ...]:
+    """The candidates a buffer may take without cutting a tool exchange in half (spec §6.9)."""
+    answered = {a for m in pending for a in m.answers}
+    safe = safe_buffer_prefix([
+        BufferCandidate(m.id, round(m.created_at.timestamp() * 1000),
+                        frozenset(m.calls) | frozenset(m.answers),
+                        has_pending_tool_call=bool(set(m.calls) - answered))
+        for m in candidates])
+    keep = {c.message_id for c in safe}
+    return tuple(m for m in candidates if m.id in keep)
 
 
 def _buffer_result(step: Step, cycle: Cycle, result: ModelResult) -> None:

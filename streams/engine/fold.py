@@ -199,6 +199,7 @@ def _on_message(step: Step, message: Message, *, released: bool = False) -> None
         id=message.id, role=message.role, created_at=message.created_at, text=message.text(),
         tokens=_message_tokens(message, counter, step.config.om.observer_model),
         lines=message_lines(message, counter.count),
+        calls=_tool_ids(message, "tool-call"), answers=_tool_ids(message, "tool-result"),
     )
     step.update(pending=(*step.state.pending, pending))
     if message.role == "assistant":
@@ -206,6 +207,12 @@ def _on_message(step: Step, message: Message, *, released: bool = False) -> None
                     last_model=_actor_model(message) or step.state.last_model)
     if _checks_per_message(step):
         cycles.check(step, now, None, _actor_model(message))
+
+
+def _tool_ids(message: Message, part_type: str) -> tuple[str, ...]:
+    if isinstance(message.content, str):
+        return ()
+    return tuple(p.tool_call_id for p in message.content if p.type == part_type)
 
 
 def _insert_temporal_marker(step: Step, message: Message) -> None:

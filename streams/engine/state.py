@@ -25,6 +25,9 @@ class PendingMessage(_Frozen):
     # A message of parts: its transcript lines as (title, body), attachment placeholders still
     # to be numbered (transcript.message_lines); None renders one line, `title`/role and `text`.
     lines: tuple[tuple[str, str], ...] | None = None
+    # Tool exchanges: the call ids this message opens and answers (safe buffer prefix, §6.9).
+    calls: tuple[str, ...] = ()
+    answers: tuple[str, ...] = ()
 
 
 class Cycle(_Frozen):

@@ -119,3 +119,18 @@ def test_block_after_waits_for_the_buffer_in_flight_then_observes_the_rest():
                                 "observation-end"]
     assert [m.id for m in loop.state.pending] == ["t1-m2"]  # folded after the blocking cycle
     assert loop.state.held == () and loop.state.in_flight is None
+
+
+def test_a_buffer_never_cuts_a_tool_exchange_in_half():
+    loop = Loop(engine(2000, observation={"bufferTokens": 0.1}, checkThresholdsAt="step"))
+    call = Message.model_validate({
+        "id": "t1-call", "threadId": "t1", "role": "assistant", "createdAt": T0 + timedelta(minutes=5),
+        "content": [{"type": "text", "text": "checking the weather " * 30},
+                    {"type": "tool-call", "toolCallId": "c1", "toolName": "weather", "args": {"city": "Oslo"}}]})
+    loop(message(0, words=200))
+    loop(call)
+    out = loop(step(0, call.created_at, after="t1-call"))  # the newest message waits for its result
+    buffered = [job for job in out.jobs if job.kind == "buffer"]
+    assert buffered and buffered[0].input_tokens < loop.state.pending[0].tokens + 30
+    history = buffered[0].messages[1].content.split("## New Message History")[1]
+    assert "[0]" in history and "weather" not in history
