@@ -343,6 +343,18 @@ class ContextProjection:
         elif event.type == "data-om-activation":  # a buffered reflection became the new generation
             view.observations = data.observations or ""
             view.generation = data.generation_count
+        elif event.type == "om-temporal-gap":
+            view.messages.setdefault(data.marker_id, temporal_gap_message(event))
         elif event.type == "om-memory-deleted":
             self.threads.pop(event.thread_id, None)
         return True
+
+
+def temporal_gap_message(event: Any) -> Message:
+    """The gap reminder as the agent reads it (spec §14), one millisecond before its message."""
+    data = event.data
+    return Message(
+        id=data.marker_id, thread_id=event.thread_id, role="user",
+        content=f"<system-reminder>{data.contents}</system-reminder>",
+        created_at=datetime.fromtimestamp((data.timestamp_ms - 1) / 1000, tz=timezone.utc),
+    )

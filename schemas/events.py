@@ -39,6 +39,8 @@ __all__ = [
     "EventEnvelope",
     "MemoryDeleted",
     "MemoryDeletedData",
+    "TemporalGap",
+    "TemporalGapData",
     "ExtractionFailure",
     "MarkerConfig",
     "ObservationEnd",
@@ -338,6 +340,25 @@ class ResultIgnored(EventEnvelope):
     data: ResultIgnoredData
 
 
+class TemporalGapData(WireModel):
+    """A reminder inserted before a user message that follows a long silence (spec §14)."""
+
+    marker_id: str
+    precedes_message_id: str
+    gap_text: str
+    gap_ms: Count
+    timestamp: str  # "01/15/2026, 2:30 PM PST"
+    timestamp_ms: Count
+    contents: str  # "<gapText> — <timestamp>", what the agent sees inside <system-reminder>
+
+
+class TemporalGap(EventEnvelope):
+    """`temporalMarkers`: clients render it inline; the context window shows it to the agent."""
+
+    type: Literal["om-temporal-gap"] = "om-temporal-gap"
+    data: TemporalGapData
+
+
 class MemoryDeletedData(WireModel):
     reason: Literal["thread-deleted", "resource-deleted"]
     generation_count: Count
@@ -364,6 +385,7 @@ Event = Annotated[
         ThreadUpdate,
         ResultIgnored,
         MemoryDeleted,
+        TemporalGap,
     ],
     Field(discriminator="type"),
 ]

@@ -37,7 +37,14 @@ from schemas.control import (
     ThreadPatched,
     TurnEnded,
 )
-from schemas.events import MemoryDeleted, MemoryDeletedData, ThreadUpdate, ThreadUpdateData
+from schemas.events import (
+    MemoryDeleted,
+    MemoryDeletedData,
+    TemporalGap,
+    TemporalGapData,
+    ThreadUpdate,
+    ThreadUpdateData,
+)
 from schemas.jobs import ModelResult
 from schemas.messages import Message
 
@@ -229,11 +236,17 @@ def _insert_temporal_marker(step: Step, message: Message) -> None:
     gap = plan_temporal_gap(timeline, message.id, ZoneInfo(step.config.om.time_zone))
     if gap is None:
         return
+    contents = f"<system-reminder>{gap.contents}</system-reminder>"
+    # The observer reads a title-less "(time): gapText" line; the agent reads the reminder.
     marker = PendingMessage(
         id=gap.marker_id, role="user", created_at=message.created_at - timedelta(milliseconds=1),
-        text=gap.contents, title="", tokens=step.config.counter.count(gap.contents),
+        text=gap.gap_text, title="", tokens=step.config.counter.count(contents),
     )
     step.update(pending=(*step.state.pending, marker))
+    step.emit(TemporalGap, TemporalGapData(
+        marker_id=gap.marker_id, precedes_message_id=gap.precedes_message_id, gap_text=gap.gap_text,
+        gap_ms=gap.gap_ms, timestamp=gap.timestamp, timestamp_ms=gap.timestamp_ms,
+        contents=gap.contents), message.created_at)
 
 
 def _checks_per_message(step: Step) -> bool:

@@ -134,3 +134,26 @@ def test_a_buffer_never_cuts_a_tool_exchange_in_half():
     assert buffered and buffered[0].input_tokens < loop.state.pending[0].tokens + 30
     history = buffered[0].messages[1].content.split("## New Message History")[1]
     assert "[0]" in history and "weather" not in history
+
+
+def test_temporal_markers_reach_the_observer_and_the_agent():
+    from projections.context import ContextProjection
+
+    loop = Loop(engine(300, temporalMarkers=True))
+    first, later = message(0, words=20), message(2, words=20)
+    later = later.model_copy(update={"created_at": first.created_at + timedelta(hours=2, minutes=15)})
+    for item in (first, message(1, words=20).model_copy(update={"created_at": first.created_at}), later):
+        loop(item)
+    gap = [e for e in loop.events if e.type == "om-temporal-gap"]
+    assert len(gap) == 1 and gap[0].data.gap_text == "2 hours 15 minutes later"
+    assert gap[0].data.precedes_message_id == later.id
+    for i in range(3, 12):
+        loop(message(i, words=40).model_copy(update={"created_at": later.created_at + timedelta(seconds=i)}))
+    job = next(j for j in loop.queue if j.kind == "observe")
+    # One millisecond before its message: the minute before, title-less (spec §14, §7.2).
+    assert "\n(11:14 AM): 2 hours 15 minutes later\nUser (11:15 AM): [2]" in job.messages[1].content
+    projection = ContextProjection()
+    for event in loop.events:
+        projection.apply_event(event)
+    reminder = projection.view("t1").messages[gap[0].data.marker_id]
+    assert reminder.text().startswith("<system-reminder>2 hours 15 minutes later — ")

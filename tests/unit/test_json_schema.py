@@ -286,6 +286,10 @@ VALID: dict[str, dict[str, Any]] = {
         "cycleId": "c1", "threadId": "t1", "newTitle": "Cycling to Avignon", "timestamp": T}},
     "om-result-ignored.json": {**ENVELOPE, "type": "om-result-ignored",
                                "data": {"cycleId": "c0", "kind": "observe", "reason": "late"}},
+    "om-temporal-gap.json": {**ENVELOPE, "type": "om-temporal-gap", "data": {
+        "markerId": "__temporal_gap_m9", "precedesMessageId": "m9", "gapText": "3 hours later",
+        "gapMs": 10_800_000, "timestamp": "03/03/2025, 12:00 PM UTC", "timestampMs": 1741003200000,
+        "contents": "3 hours later — 03/03/2025, 12:00 PM UTC"}},
     "om-memory-deleted.json": {**ENVELOPE, "type": "om-memory-deleted",
                                "data": {"reason": "thread-deleted", "generationCount": 2}},
 }
