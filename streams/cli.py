@@ -106,37 +106,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 # --- producing and reading --------------------------------------------------------------------
-def read_conversation(path: Path) -> list[dict]:
-    """JSON lines of messages; a line without `id` gets `<threadId>:<line number>`."""
-    out = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{number}: not JSON ({exc})") from None
-        if not isinstance(record, dict):
-            raise ValueError(f"{path}:{number}: each line must be a JSON object")
-        record.setdefault("id", f"{record.get('threadId')}:{number}")
-        out.append(record)
-    return out
-
-
 async def produce_file(settings, path: Path) -> int:
-    from pydantic import ValidationError
-
-    from schemas.messages import Message
-
     from .client import OmClient
+    from .conversation import read_conversation
 
-    messages = []
-    for record in read_conversation(path):
-        try:
-            messages.append(Message.model_validate(record))
-        except ValidationError as exc:
-            raise ValueError(f"{path}: message {record.get('id')!r}: {exc.errors()[0]['msg']} "
-                             f"at {'.'.join(map(str, exc.errors()[0]['loc']))}") from None
+    messages = read_conversation(path)
     async with OmClient(settings) as client:
         return await client.send_messages(messages)
 

@@ -35,7 +35,8 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def run_demo(settings: Settings, conversation: Path, *, stay: bool) -> int:
-    from .cli import produce_file, read_conversation, tail
+    from .cli import produce_file, tail
+    from .conversation import read_conversation
     from .topics import ensure_topics
 
     # Ctrl-C or SIGTERM stops what the demo started, even when a shell that started it in the
@@ -65,7 +66,7 @@ def run_demo(settings: Settings, conversation: Path, *, stay: bool) -> int:
                 return 1
             time.sleep(0.5)
         records = read_conversation(conversation)
-        threads = sorted({r["threadId"] for r in records})
+        threads = sorted({m.thread_id for m in records})
         print(f"3/5 producing {len(records)} messages of {len(threads)} thread(s) ...", flush=True)
         asyncio.run(produce_file(settings, conversation))
         print("4/5 lifecycle events (the observer is the scripted local model):", flush=True)

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
 from tqdm import tqdm
 
 from schemas.codec import encode
@@ -30,30 +29,13 @@ from schemas.control import StepStarted, TurnEnded
 from schemas.jobs import ModelJob, ModelResult
 from schemas.messages import Message
 
+from .conversation import read_conversation
 from .engine.fold import EngineConfig, Input, fold, memory_key, new_state
 from .engine.state import MemoryState
 from .models.calls import RetryPolicy
 from .models.hooks import Hooks, run_job_with_hooks
 
-__all__ = ["Simulation", "format_timeline", "read_conversation", "settle", "simulate"]
-
-
-def read_conversation(path: Path) -> list[Message]:
-    """The messages of a conversation file; lines without an id get `<threadId>-<line>`."""
-    messages = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
-        if not line.strip():
-            continue
-        try:
-            raw = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{number + 1}: not JSON ({exc})") from None
-        raw.setdefault("id", f"{raw.get('threadId', 'thread')}-{number}")
-        try:
-            messages.append(Message.model_validate(raw))
-        except ValueError as exc:
-            raise ValueError(f"{path}:{number + 1}: {exc}") from None
-    return messages
+__all__ = ["Simulation", "format_timeline", "settle", "simulate", "turns"]
 
 
 def turns(messages: Iterable[Message]) -> Iterator[Input]:

@@ -12,7 +12,8 @@ import pytest
 from schemas.config import load_om_config
 from schemas.control import StepStarted
 from streams.client import OmClient
-from streams.simulate import format_timeline, read_conversation, simulate, turns
+from streams.conversation import read_conversation
+from streams.simulate import format_timeline, simulate, turns
 from tests.integration.support import EventWatcher
 from tests.scenarios.test_long_thread import SCENARIO
 from tests.scenarios.test_long_thread_async import assert_activation_steps_wait_for_nothing

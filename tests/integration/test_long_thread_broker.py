@@ -11,7 +11,8 @@ import pytest
 
 from schemas.control import StepStarted
 from streams.client import OmClient
-from streams.simulate import format_timeline, read_conversation, turns
+from streams.conversation import read_conversation
+from streams.simulate import format_timeline, turns
 from tests.integration.support import EventWatcher
 from tests.scenarios.test_long_thread import SCENARIO, _expected_lines
 

@@ -17,7 +17,8 @@ import pytest
 from schemas.codec import decode_event
 from projections.context import ContextProjection
 from schemas.config import load_om_config
-from streams.simulate import format_timeline, parity_config, read_conversation, run, simulate
+from streams.conversation import read_conversation
+from streams.simulate import format_timeline, parity_config, run, simulate
 
 SCENARIO = Path(__file__).resolve().parents[2].parent / "shared" / "scenarios" / "long-thread"
 EXPECTED = SCENARIO / "expected-sync-timeline.txt"

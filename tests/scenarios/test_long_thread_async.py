@@ -14,7 +14,8 @@ import pytest
 
 from projections.context import ContextProjection
 from schemas.config import load_om_config
-from streams.simulate import format_timeline, parity_config, read_conversation, simulate
+from streams.conversation import read_conversation
+from streams.simulate import format_timeline, parity_config, simulate
 from tests.scenarios.test_long_thread import SCENARIO
 
 OPTIONS = {"observationalMemory": {

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from schemas.control import StepStarted
 from streams.engine.fold import fold, new_state
 from streams.engine.tokens import count_message, count_messages
-from tests.helpers import T0, engine, message, scripted_result
+from tests.helpers import engine, message, scripted_result
 
 # Small windows so that a short random conversation crosses every threshold.
 CONFIG = engine(300, observation={"bufferTokens": 0.2}, reflection={"observationTokens": 200})
