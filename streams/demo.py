@@ -35,7 +35,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def run_demo(settings: Settings, conversation: Path, *, stay: bool) -> int:
-    from .cli import produce_file, tail
+    from .cli import tail
     from .conversation import read_conversation
     from .topics import ensure_topics
 
@@ -55,7 +55,9 @@ def run_demo(settings: Settings, conversation: Path, *, stay: bool) -> int:
     asyncio.run(ensure_topics(settings))
     print(f"    broker ready at {broker.bootstrap}; namespace {settings.namespace}", flush=True)
     print("2/5 starting the worker and the web server ...", flush=True)
-    children = [start_child(settings, "worker", settings.data_dir / "worker.log"),
+    worker_log = settings.data_dir / "worker.log"
+    log_start = worker_log.stat().st_size if worker_log.exists() else 0
+    children = [start_child(settings, "worker", worker_log),
                 start_child(settings, "serve", settings.data_dir / "web.log")]
     base = f"http://{settings.web_host}:{settings.web_port}"
     try:
@@ -65,10 +67,14 @@ def run_demo(settings: Settings, conversation: Path, *, stay: bool) -> int:
                 print(f"the web server did not come up; see {settings.data_dir / 'web.log'}", file=sys.stderr)
                 return 1
             time.sleep(0.5)
+        if not _worker_ready(worker_log, log_start, children[0]):
+            print(f"the worker did not become ready; see {worker_log}", file=sys.stderr)
+            return 1
         records = read_conversation(conversation)
         threads = sorted({m.thread_id for m in records})
-        print(f"3/5 producing {len(records)} messages of {len(threads)} thread(s) ...", flush=True)
-        asyncio.run(produce_file(settings, conversation))
+        print(f"3/5 playing {len(records)} messages of {len(threads)} thread(s) as an agent loop "
+              "(message, step, reply, turn end) ...", flush=True)
+        asyncio.run(_play(settings, records))
         print("4/5 lifecycle events (the observer is the scripted local model):", flush=True)
         done = asyncio.run(_follow(settings, base, threads, len(records), tail))
         print(f"5/5 context windows{'' if done else ' (still settling)'}:")
@@ -89,6 +95,38 @@ def run_demo(settings: Settings, conversation: Path, *, stay: bool) -> int:
             stop_child(child)
         if owned_broker:
             broker.stop()
+
+
+def _worker_ready(log: Path, start: int, worker, timeout: float = 120) -> bool:
+    """Wait until this run's worker can call models ("model agent ready": litellm imported), so
+    the conversation is played to a live worker rather than queued for a cold one."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and worker.poll() is None:
+        with open(log, "rb") as f:
+            f.seek(start)
+            if b"model agent ready" in f.read():
+                return True
+        time.sleep(0.5)
+    return False
+
+
+async def _play(settings: Settings, messages: list, pause: float = 0.6) -> None:
+    """Send the conversation turn by turn, as an agent runtime would, with a pause per turn so
+    background buffering has time to work before the threshold is reached."""
+    from schemas.control import StepStarted
+
+    from .client import OmClient
+    from .simulate import turns
+
+    async with OmClient(settings) as client:
+        for record in turns(messages):
+            if isinstance(record, StepStarted):
+                await client.send_control(record)
+                await asyncio.sleep(pause)
+            elif record.type == "turn-ended":
+                await client.send_control(record)
+            else:
+                await client.send_message(record)
 
 
 async def _follow(settings: Settings, base: str, threads: list[str], total: int, tail) -> bool:

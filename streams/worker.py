@@ -27,7 +27,7 @@ from schemas.control import ResourceDeleted
 from schemas.jobs import ModelResult
 from streams.engine.fold import EngineConfig, fold, memory_key, new_state
 from streams.engine.state import MemoryState
-from streams.models.calls import RetryPolicy
+from streams.models.calls import RetryPolicy, warm_up
 from streams.models.hooks import Hooks, run_job_with_hooks
 
 from .settings import Settings
@@ -140,6 +140,8 @@ def build_app(settings: Settings) -> faust.App:
     @app.agent(jobs, name="models", concurrency=settings.model_concurrency)
     async def model_agent(stream):
         hooks = Hooks.from_config(settings.om)  # §13 lifecycle hooks; they never fail a job
+        await asyncio.to_thread(warm_up)
+        log.info("model agent ready")
         async for event in stream.events():
             message = event.message
             try:

@@ -56,6 +56,7 @@ __all__ = [
     "model_provider",
     "run_job",
     "translate_settings",
+    "warm_up",
 ]
 
 log = logging.getLogger(__name__)
@@ -137,6 +138,11 @@ class RetryPolicy:
             cap_ms=float(getattr(settings, "retry_cap_ms", default.cap_ms)),
             jitter=float(getattr(settings, "retry_jitter", default.jitter)),
         )
+
+
+def warm_up() -> None:
+    """Import litellm (seconds) before the first job, so the first cycle is not the slow one."""
+    _litellm()
 
 
 def _litellm():
