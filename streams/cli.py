@@ -196,7 +196,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from .simulate import run
 
     try:
-        om = load_om_config(read_config_file(Path(args.config)) if args.config else True)
+        options = args.options or args.config
+        om = load_om_config(read_config_file(Path(options)) if options else True)
         summary = run(Path(args.conversation), om, out=args.out, parity=args.parity,
                       measured_time=args.measured_time, timeline=args.timeline)
     except (OSError, ValueError) as exc:
@@ -320,7 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("simulate", help="run the engine over a conversation file, without a broker")
     p.add_argument("conversation", help="JSON lines: {threadId, resourceId?, role, content, createdAt, id?}")
-    p.add_argument("--config", help="observationalMemory options (JSON, TOML or YAML)")
+    # Its own dest, so `om --config FILE simulate ...` keeps working too.
+    p.add_argument("--config", dest="options", help="observationalMemory options (JSON, TOML or YAML)")
     p.add_argument("--out", type=Path, help="write every emitted event as JSON lines here")
     p.add_argument("--parity", action="store_true",
                    help="count with tokenx and render dates in UTC, like the original")

@@ -84,3 +84,19 @@ def test_the_context_projection_rebuilds_the_final_memory_from_the_log(run_once)
     view, state = projection.view("thread-long"), run_once.states["thread:thread-long"]
     assert (view.generation, view.observations) == (state.generation, state.observations)
     assert [m.id for m in view.unobserved()] == list(state.pending_ids)
+
+
+def test_om_simulate_command(tmp_path, capsys):
+    from streams.cli import main
+
+    config = tmp_path / "om.yaml"
+    config.write_text(json.dumps(_recorded_config()))  # JSON is YAML
+    out = tmp_path / "events.jsonl"
+    assert main(["simulate", str(SCENARIO / "conversation.jsonl"), "--config", str(config),
+                 "--parity", "--timeline", "--out", str(out)]) == 0
+    printed = capsys.readouterr()
+    assert printed.out.splitlines() == _expected_lines()
+    summary = json.loads(printed.err[printed.err.index("{"):])
+    assert summary["modelCalls"] == {"observer": 20, "reflector": 2}
+    assert len(out.read_bytes().splitlines()) == sum(summary["events"].values())
+    assert main(["simulate", str(tmp_path / "missing.jsonl")]) == 2
