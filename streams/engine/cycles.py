@@ -253,7 +253,9 @@ def _observer_request(step: Step, messages: tuple[PendingMessage, ...], *,
     if buffered and state.chunks:
         pending = "\n\n".join(c.observations for c in state.chunks)
         previous = f"{previous}\n\n{BUFFERED_SEPARATOR}\n\n{pending}" if previous else pending
-    shown, truncated = truncate_observations(previous, o.previous_observer_tokens, config.counter.count)
+    known = state.observation_tokens if previous is state.observations else None
+    shown, truncated = truncate_observations(previous, o.previous_observer_tokens,
+                                             config.counter.count, known)
     user = observer_user_prompt(
         transcript=_transcript(messages, config.om.time_zone),
         previous_observations=shown, truncated=truncated,

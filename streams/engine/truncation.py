@@ -52,13 +52,17 @@ def _render(lines: Sequence[str], kept: set[int]) -> str:
     return "\n".join(out)
 
 
-def truncate_observations(text: str, budget: int | None, count: Callable[[str], int]) -> tuple[str, bool]:
-    """`(text shown to the observer, whether anything was cut)`; `budget` None = unlimited."""
+def truncate_observations(text: str, budget: int | None, count: Callable[[str], int],
+                          total: int | None = None) -> tuple[str, bool]:
+    """`(text shown to the observer, whether anything was cut)`; `budget` None = unlimited.
+
+    `total` is `count(text)` when the caller already knows it (the record keeps its count).
+    """
     if budget is None or not text:
         return text, False
     if budget == 0:
         return "", True
-    if count(text) <= budget:
+    if (count(text) if total is None else total) <= budget:
         return text, False
     lines = text.split("\n")
     costs = [_line_cost(count, line) for line in lines]
