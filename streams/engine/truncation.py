@@ -70,7 +70,15 @@ def truncate_observations(text: str, budget: int | None, count: Callable[[str], 
     suffix = [0] * (len(lines) + 1)
     for i in range(len(lines) - 1, -1, -1):
         suffix[i] = suffix[i + 1] + costs[i]
-    candidates: list[tuple[int, int, tuple[int, ...]]] = []  # (important kept, tail length, kept)
+    def with_markers(keep: list[int], start: int, content: int) -> int:
+        """The content plus what the hidden runs cost: a marker, or the lone hidden line."""
+        total, edges = content, [-1, *keep, start]
+        for left, right in zip(edges, edges[1:]):
+            hidden = right - left - 1
+            total += _line_cost(count, _marker(hidden)) if hidden > 1 else costs[left + 1] if hidden else 0
+        return total
+
+    candidates: list[tuple[int, int, tuple[int, ...]]] = []  # (important kept, tail start, kept)
     for start in range(1, len(lines)):
         if suffix[start] > budget:
             continue  # the tail alone does not fit
@@ -78,10 +86,12 @@ def truncate_observations(text: str, budget: int | None, count: Callable[[str], 
         cost = suffix[start] + sum(costs[i] for i in keep)
         while keep and cost > budget:
             cost -= costs[keep.pop(0)]  # the oldest important line goes first
-        candidates.append((len(keep), len(lines) - start, (*keep, *range(start, len(lines)))))
-    # The exact count (markers and newlines included) decides; try the preferred candidates first.
-    for _, _, kept in sorted(candidates, reverse=True):
-        candidate = _render(lines, set(kept))
+        if with_markers(keep, start, cost) <= budget:
+            candidates.append((len(keep), -start, tuple(keep)))
+    # The exact count (newlines included) decides; try the preferred candidates first: more
+    # important lines, then the longer tail.
+    for _, negative_start, keep in sorted(candidates, reverse=True):
+        candidate = _render(lines, {*keep, *range(-negative_start, len(lines))})
         if count(candidate) <= budget:
             return candidate, True
     return _marker(len(lines)), True
