@@ -85,6 +85,10 @@ def _apply(step: Step, event: Input) -> None:
         _release_held(step)
     elif isinstance(event, _MARKERS) and _ahead_of_messages(step.state, event):
         step.update(parked=(*step.state.parked, event.wire()))
+    elif isinstance(event, (ThreadDeleted, ResourceDeleted)):
+        # Never held: a deletion also cancels the cycle in flight (its result is then ignored).
+        if not _already_applied(step, event):
+            _delete(step, event)
     elif step.state.in_flight is not None:
         _hold(step, event)
     else:
@@ -112,8 +116,6 @@ def _handle(step: Step, event: Input) -> None:
         _override(step, event)
     elif isinstance(event, ThreadPatched):
         _patch_thread(step, event)
-    elif isinstance(event, (ThreadDeleted, ResourceDeleted)):
-        _delete(step, event)
 
 
 def _already_applied(step: Step, command: object) -> bool:
