@@ -73,7 +73,6 @@ from .reflection_plan import (
     buffered_reflection_suppressed,
     compression_start_level,
     ladder_step,
-    max_compression_level,
     merge_buffered_reflection,
     plan_reflection,
 )
@@ -576,7 +575,7 @@ def _start_reflection(step: Step, now: datetime, *, phase: str, step_number: int
     cycle = _reflection_cycle(
         step, now, kind="reflect", level=start if level is None else level,
         tokens=state.observation_tokens, phase=phase, step_number=step_number, trigger=trigger,
-        guidance=guidance, max_level=max_compression_level(start),
+        guidance=guidance,
         target=config.reflection_threshold(state, step.pending_tokens), **carried)
     step.emit(ObservationStart, ObservationStartData(
         cycle_id=cycle.cycle_id, operation_type="reflection", started_at=now,
@@ -682,7 +681,7 @@ def _start_reflection_buffer(step: Step, now: datetime, threshold: int) -> None:
     start = compression_start_level(r.model.name)
     cycle = _reflection_cycle(step, now, kind="buffer-reflection", level=start,
                               tokens=piece.estimated_tokens, trigger="async-buffer",
-                              max_level=max_compression_level(start), target=piece.target_tokens,
+                              target=piece.target_tokens,
                               line_count=piece.line_count)
     step.emit(BufferingStart, BufferingStartData(
         cycle_id=cycle.cycle_id, operation_type="reflection", started_at=now,

@@ -48,7 +48,6 @@ class Cycle(_Frozen):
     step_number: int | None = None
     trigger: str = "turn-sync"  # manual | turn-sync | async-buffer
     level: int = 0  # reflection compression level
-    max_level: int = 0
     guidance: str | None = None
     # Reflection ladder: every attempt so far as (level, tokens, failed), and its text.
     attempts: tuple[tuple[int, int, bool], ...] = ()
