@@ -165,12 +165,20 @@ def truncate_to_tokens(text: str, max_tokens: int, count: Count) -> str:
         visible = text[:end]
         return f"{visible}\n... [truncated ~{total - count(visible)} tokens]"
 
-    low, high = 0, min(len(text), max_tokens * 24)  # no estimator gives more than 24 chars a token
-    best = candidate(0)
+    return _longest_within(candidate, len(text), max_tokens, count) or candidate(0)
+
+
+def _longest_within(render: Callable[[int], str], length: int, budget: int, count: Count) -> str:
+    """`render(end)` for the largest prefix end whose rendering fits `budget` tokens ("" if none).
+
+    A binary search: renderings grow with `end`.  No estimator gives more than 24 characters a
+    token, so ends beyond `budget * 24` are never tried.
+    """
+    low, high, best = 0, min(length, max(0, budget) * 24), ""
     while low <= high:
         mid = (low + high) // 2
-        attempt = candidate(mid)
-        if count(attempt) <= max_tokens:
+        attempt = render(mid)
+        if count(attempt) <= budget:
             best, low = attempt, mid + 1
         else:
             high = mid - 1
@@ -232,15 +240,7 @@ def _preview(path: str, value: str, budget: int, count: Count) -> str:
         omitted = len(value) - end
         return f"{path}:\n{body}" + (f"\n  | ... [{omitted} characters omitted]" if omitted else "")
 
-    low, high, best = 0, min(len(value), max(0, budget) * 24), ""
-    while low <= high:
-        mid = (low + high) // 2
-        attempt = render(mid)
-        if count(attempt) <= budget:
-            best, low = attempt, mid + 1
-        else:
-            high = mid - 1
-    return best
+    return _longest_within(render, len(value), budget, count)
 
 
 def _select(entries: list[tuple[str, float]], max_tokens: int, count: Count) -> str:
