@@ -11,7 +11,7 @@ Token counts are taken here, once, with the configured counter, and travel with 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime, timezone
 from types import TracebackType
 
@@ -21,6 +21,7 @@ from schemas.messages import Message, TokenCount
 from streams.engine.fold import memory_key
 from streams.engine.tokens import count_message, get_counter
 
+from .conversation import turns
 from .settings import Settings
 from .topics import Topics
 
@@ -100,6 +101,22 @@ class OmClient:
         await self.send_control(ReflectRequested(
             thread_id=thread_id, resource_id=resource_id, prompt=prompt,
             at=datetime.now(timezone.utc), request_id=request_id))
+
+    async def play(self, messages: Iterable[Message],
+                   after_step: Callable[[int], Awaitable[None]] | None = None) -> None:
+        """Send a conversation as an agent loop would: each user message, its step 0, the
+        replies, the turn's end.  `after_step(n)` runs after the n-th step was sent (a pause,
+        or waiting for the memory to settle)."""
+        steps = 0
+        for record in turns(messages):
+            if isinstance(record, Message):
+                await self.send_message(record)
+                continue
+            await self.send_control(record)
+            if isinstance(record, StepStarted):
+                steps += 1
+                if after_step is not None:
+                    await after_step(steps)
 
     async def send_control(self, record: ControlRecord) -> None:
         """Send an agent-loop marker (keyed by its memory key, like the messages it follows)."""

@@ -111,22 +111,12 @@ def _worker_ready(log: Path, start: int, worker, timeout: float = 120) -> bool:
 
 
 async def _play(settings: Settings, messages: list, pause: float = 0.6) -> None:
-    """Send the conversation turn by turn, as an agent runtime would, with a pause per turn so
-    background buffering has time to work before the threshold is reached."""
-    from schemas.control import StepStarted
-
+    """Play the conversation as an agent loop, pausing after each step so background buffering
+    has time to work before the threshold is reached."""
     from .client import OmClient
-    from .simulate import turns
 
     async with OmClient(settings) as client:
-        for record in turns(messages):
-            if isinstance(record, StepStarted):
-                await client.send_control(record)
-                await asyncio.sleep(pause)
-            elif record.type == "turn-ended":
-                await client.send_control(record)
-            else:
-                await client.send_message(record)
+        await client.play(messages, after_step=lambda _: asyncio.sleep(pause))
 
 
 async def _follow(settings: Settings, base: str, threads: list[str], total: int, tail) -> bool:

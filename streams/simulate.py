@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter as Tally
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,38 +25,16 @@ from tqdm import tqdm
 
 from schemas.codec import encode
 from schemas.config import OmConfig
-from schemas.control import StepStarted, TurnEnded
 from schemas.jobs import ModelJob, ModelResult
 from schemas.messages import Message
 
-from .conversation import read_conversation
+from .conversation import read_conversation, turns
 from .engine.fold import EngineConfig, Input, fold, memory_key, new_state
 from .engine.state import MemoryState
 from .models.calls import RetryPolicy
 from .models.hooks import Hooks, run_job_with_hooks
 
 __all__ = ["Simulation", "format_timeline", "settle", "simulate", "turns"]
-
-
-def turns(messages: Iterable[Message]) -> Iterator[Input]:
-    """The inputs an agent loop produces: each user message opens a turn with step 0."""
-    last: dict[str, Message] = {}
-    for message in messages:
-        previous = last.get(message.thread_id)
-        if message.role == "user" and previous is not None and previous.role != "user":
-            yield _turn_end(previous)
-        yield message
-        if message.role == "user":
-            yield StepStarted(thread_id=message.thread_id, resource_id=message.resource_id,
-                              step_number=0, at=message.created_at, after_message_id=message.id)
-        last[message.thread_id] = message
-    for message in last.values():
-        yield _turn_end(message)
-
-
-def _turn_end(message: Message) -> TurnEnded:
-    return TurnEnded(thread_id=message.thread_id, resource_id=message.resource_id,
-                     at=message.created_at, after_message_id=message.id)
 
 
 @dataclass

@@ -10,10 +10,9 @@ import asyncio
 import pytest
 
 from schemas.config import load_om_config
-from schemas.control import StepStarted
 from streams.client import OmClient
 from streams.conversation import read_conversation
-from streams.simulate import format_timeline, simulate, turns
+from streams.simulate import format_timeline, simulate
 from tests.integration.support import EventWatcher
 from tests.scenarios.test_long_thread import SCENARIO
 from tests.scenarios.test_long_thread_async import assert_activation_steps_wait_for_nothing
@@ -55,16 +54,7 @@ def test_async_long_thread_matches_the_simulator_and_manual_cycles_work(new_env)
 
     async def drive():
         async with OmClient(env.settings) as client, EventWatcher(env.settings) as watcher:
-            steps = 0
-            for record in turns(messages):
-                if isinstance(record, StepStarted):
-                    await client.send_control(record)
-                    steps += 1
-                    await watcher.wait_for(settled(steps))
-                elif record.type == "turn-ended":
-                    await client.send_control(record)
-                else:
-                    await client.send_message(record)
+            await client.play(messages, after_step=lambda steps: watcher.wait_for(settled(steps)))
             lifecycle = list(watcher.events)
             await client.observe("thread-long", request_id="observe-1")
             await client.observe("thread-long", request_id="observe-1")  # re-sent: applied once

@@ -9,10 +9,9 @@ import asyncio
 
 import pytest
 
-from schemas.control import StepStarted
 from streams.client import OmClient
 from streams.conversation import read_conversation
-from streams.simulate import format_timeline, turns
+from streams.simulate import format_timeline
 from tests.integration.support import EventWatcher
 from tests.scenarios.test_long_thread import SCENARIO, _expected_lines
 
@@ -41,17 +40,10 @@ def test_long_thread_timeline_through_the_broker(new_env):
 
     async def drive():
         async with OmClient(env.settings) as client, EventWatcher(env.settings) as watcher:
-            steps = 0
-            for record in turns(messages):
-                if isinstance(record, StepStarted):
-                    await client.send_control(record)
-                    steps += 1
-                    await watcher.wait_for(
-                        lambda evs: sum(e.type == "data-om-status" for e in evs) >= steps)
-                elif record.type == "turn-ended":
-                    await client.send_control(record)
-                else:
-                    await client.send_message(record)
+            async def step_reported(steps: int) -> None:
+                await watcher.wait_for(lambda evs: sum(e.type == "data-om-status" for e in evs) >= steps)
+
+            await client.play(messages, after_step=step_reported)
             return watcher.events
 
     log = asyncio.run(drive())
