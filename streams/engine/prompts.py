@@ -64,14 +64,17 @@ A short hint for the assistant's very next message, e.g. to pause for the user w
 _SINGLE_THREAD = "Do not write thread ids or <thread> tags: this is a single conversation."
 
 
-def observer_system_prompt(*, continuation_hints: bool = True, instruction: str | None = None) -> str:
-    parts = [_ROLE, _INSTRUCTIONS, _FORMAT, _SINGLE_THREAD]
-    if continuation_hints:
-        parts.append(_HINTS)
-    prompt = "\n\n".join(parts)
+def _system_prompt(parts: list[str], hints: str | None, instruction: str | None) -> str:
+    """The sections, the hint sections when asked for, then the user's custom instructions."""
+    prompt = "\n\n".join([*parts, hints] if hints else parts)
     if instruction:
         prompt += f"\n\n=== CUSTOM INSTRUCTIONS ===\n\n{instruction}"
     return prompt
+
+
+def observer_system_prompt(*, continuation_hints: bool = True, instruction: str | None = None) -> str:
+    return _system_prompt([_ROLE, _INSTRUCTIONS, _FORMAT, _SINGLE_THREAD],
+                          _HINTS if continuation_hints else None, instruction)
 
 
 def observer_user_prompt(
@@ -139,17 +142,11 @@ _LEVEL_ADVICE: dict[int, str] = {
 
 
 def reflector_system_prompt(*, continuation_hints: bool = True, instruction: str | None = None) -> str:
-    parts = [
+    return _system_prompt([
         _REFLECTOR_ROLE,
         f"<observational-memory-instruction>\n{_INSTRUCTIONS}\n</observational-memory-instruction>",
         _REFLECTOR_RULES, _FORMAT, _SINGLE_THREAD,
-    ]
-    if continuation_hints:
-        parts.append(_REFLECTOR_HINTS)
-    prompt = "\n\n".join(parts)
-    if instruction:
-        prompt += f"\n\n=== CUSTOM INSTRUCTIONS ===\n\n{instruction}"
-    return prompt
+    ], _REFLECTOR_HINTS if continuation_hints else None, instruction)
 
 
 def reflector_user_prompt(*, observations: str, level: int, guidance: str | None = None,
