@@ -1,7 +1,7 @@
 """Fold benchmark: messages/s and tokens/s per core, for ~500-token chat messages.
 
 What is measured
-    CPU time spent inside `streams.engine.fold.fold` only (`time.process_time`, so other load
+    CPU time spent inside `omstream.engine.fold.fold` only (`time.process_time`, so other load
     on the machine does not inflate it), in one process on one thread, i.e. one core, for a
     synthetic conversation of ~500-token messages (tiktoken o200k_base count):
 
@@ -33,7 +33,7 @@ Why
 How the cycles run
     `observation.bufferTokens = false`, so observation is synchronous: a threshold emits an
     `observe` job and blocks the memory.  Every job is answered at once, in-process, with the
-    scripted observer/reflector (`streams.models.scripted`, no network) and the result is folded;
+    scripted observer/reflector (`omstream.models.scripted`, no network) and the result is folded;
     that result fold is timed (it is fold work), producing the model's answer is not.  The
     number of committed observation and reflection cycles is reported per row.
 
@@ -53,13 +53,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
-from schemas.config import load_om_config
-from schemas.jobs import ModelJob, ModelResult
-from schemas.messages import Message, TokenCount
-from streams.engine.fold import EngineConfig, Folded, fold, memory_key, new_state
-from streams.engine.state import MemoryState
-from streams.engine.tokens import Counter, count_message, get_counter
-from streams.models.scripted import observe, reflect
+from omstream.schemas.config import load_om_config
+from omstream.schemas.jobs import ModelJob, ModelResult
+from omstream.schemas.messages import Message, TokenCount
+from omstream.engine.fold import EngineConfig, Folded, fold, memory_key, new_state
+from omstream.engine.state import MemoryState
+from omstream.engine.tokens import Counter, count_message, get_counter
+from omstream.models.scripted import observe, reflect
 
 __all__ = ["Options", "Report", "Row", "format_table", "main", "run"]
 

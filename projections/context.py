@@ -35,10 +35,10 @@ from datetime import datetime, timezone, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from schemas.base import iso
-from schemas.messages import Message
-from streams.engine.dates import add_relative_time_to_observations
-from streams.engine.observations import append_observations, split_chunks
+from omstream.schemas.base import iso
+from omstream.schemas.messages import Message
+from omstream.engine.dates import add_relative_time_to_observations
+from omstream.engine.observations import append_observations, split_chunks
 
 __all__ = [
     "CONTINUATION",

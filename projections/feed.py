@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from schemas.codec import DecodeFailure, decode_event, decode_input
-from schemas.messages import Message
-from streams.settings import Settings
-from streams.topics import Topics, partitions_of
+from omstream.schemas.codec import DecodeFailure, decode_event, decode_input
+from omstream.schemas.messages import Message
+from omstream.settings import Settings
+from omstream.topics import Topics, partitions_of
 
 from .context import ContextProjection
 

@@ -16,7 +16,7 @@ import contextlib
 
 from aiohttp import web
 
-from streams.settings import Settings
+from omstream.settings import Settings
 
 from .feed import ProjectionFeed
 

@@ -1,0 +1,44 @@
+"""omstream: Observational Memory for LLM agents, as an event-sourced Kafka stream processor.
+
+The public API is small; everything else lives in subpackages (`omstream.engine` is the pure
+fold, `omstream.schemas` the wire contract, `omstream.projections` the read side). Names are
+loaded on first use so that importing the pure engine never pulls in Kafka clients or litellm.
+"""
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "OmClient": "omstream.client",
+    "Message": "omstream.schemas.messages",
+    "OmConfig": "omstream.schemas.config",
+    "load_om_config": "omstream.schemas.config",
+    "Settings": "omstream.settings",
+    "load_settings": "omstream.settings",
+    "simulate": "omstream.simulate",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from omstream.client import OmClient
+    from omstream.schemas.config import OmConfig, load_om_config
+    from omstream.schemas.messages import Message
+    from omstream.settings import Settings, load_settings
+    from omstream.simulate import simulate
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'omstream' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

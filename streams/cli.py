@@ -35,7 +35,7 @@ def _settings(args: argparse.Namespace):
 
 # --- broker -----------------------------------------------------------------------------------
 def cmd_broker(args: argparse.Namespace) -> int:
-    from infra.broker import BrokerError, ensure_jars
+    from omstream.infra.broker import BrokerError, ensure_jars
 
     from .processes import local_broker
 
@@ -91,7 +91,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from projections.web import serve
+    from omstream.projections.web import serve
 
     from .logs import setup_logging
 
@@ -155,7 +155,7 @@ async def tail(settings, *, thread: str | None, from_beginning: bool, as_json: b
                count: int | None, statuses: bool = True, out=sys.stdout) -> int:
     from aiokafka import AIOKafkaConsumer
 
-    from schemas.codec import decode_event
+    from omstream.schemas.codec import decode_event
 
     from .topics import Topics
 
@@ -190,7 +190,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from schemas.config import load_om_config
+    from omstream.schemas.config import load_om_config
 
     from .settings import read_config_file
     from .simulate import run
@@ -208,7 +208,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from schemas.jsonschema import export_schemas
+    from omstream.schemas.jsonschema import export_schemas
 
     result = export_schemas(args.out, check=args.check)
     if args.check:
@@ -234,7 +234,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 
     import yaml
 
-    from schemas.config import OmConfigError, load_om_config
+    from omstream.schemas.config import OmConfigError, load_om_config
 
     from .settings import read_config_file
 

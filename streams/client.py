@@ -15,11 +15,11 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime, timezone
 from types import TracebackType
 
-from schemas.codec import encode
-from schemas.control import ControlRecord, ObserveRequested, ReflectRequested, StepStarted, TurnEnded
-from schemas.messages import Message, TokenCount
-from streams.engine.fold import memory_key
-from streams.engine.tokens import count_message, get_counter
+from omstream.schemas.codec import encode
+from omstream.schemas.control import ControlRecord, ObserveRequested, ReflectRequested, StepStarted, TurnEnded
+from omstream.schemas.messages import Message, TokenCount
+from omstream.engine.fold import memory_key
+from omstream.engine.tokens import count_message, get_counter
 
 from .conversation import turns
 from .settings import Settings

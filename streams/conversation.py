@@ -13,8 +13,8 @@ from pathlib import Path
 import orjson
 from pydantic import ValidationError
 
-from schemas.control import StepStarted, TurnEnded
-from schemas.messages import Message
+from omstream.schemas.control import StepStarted, TurnEnded
+from omstream.schemas.messages import Message
 
 __all__ = ["read_conversation", "turns"]
 

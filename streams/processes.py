@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from infra.broker import Broker
+from omstream.infra.broker import Broker
 
 from .settings import Settings
 
@@ -28,7 +28,7 @@ def local_broker(settings: Settings) -> Broker:
 
 def start_child(settings: Settings, command: str, log: Path) -> subprocess.Popen:
     """`om <command>` with the same settings, output appended to `log`."""
-    args = [sys.executable, "-m", "streams.cli"]
+    args = [sys.executable, "-m", "omstream.cli"]
     if settings.config_file:
         args += ["--config", str(settings.config_file)]
     env = {**os.environ, "OM_DATA_DIR": str(settings.data_dir), "OM_NAMESPACE": settings.namespace,

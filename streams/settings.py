@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from schemas.config import OmConfig, load_om_config
+from omstream.schemas.config import OmConfig, load_om_config
 
 __all__ = ["Settings", "load_settings", "read_config_file"]
 

@@ -23,10 +23,10 @@ from typing import Any
 
 from tqdm import tqdm
 
-from schemas.codec import encode
-from schemas.config import OmConfig
-from schemas.jobs import ModelJob, ModelResult
-from schemas.messages import Message
+from omstream.schemas.codec import encode
+from omstream.schemas.config import OmConfig
+from omstream.schemas.jobs import ModelJob, ModelResult
+from omstream.schemas.messages import Message
 
 from .conversation import read_conversation, turns
 from .engine.fold import EngineConfig, Input, fold, memory_key, new_state

@@ -22,13 +22,13 @@ import logging
 import faust
 import orjson
 
-from schemas.codec import DecodeFailure, decode_input, decode_job, encode
-from schemas.control import ResourceDeleted
-from schemas.jobs import ModelResult
-from streams.engine.fold import EngineConfig, fold, memory_key, new_state
-from streams.engine.state import MemoryState
-from streams.models.calls import RetryPolicy, warm_up
-from streams.models.hooks import Hooks, run_job_with_hooks
+from omstream.schemas.codec import DecodeFailure, decode_input, decode_job, encode
+from omstream.schemas.control import ResourceDeleted
+from omstream.schemas.jobs import ModelResult
+from omstream.engine.fold import EngineConfig, fold, memory_key, new_state
+from omstream.engine.state import MemoryState
+from omstream.models.calls import RetryPolicy, warm_up
+from omstream.models.hooks import Hooks, run_job_with_hooks
 
 from .settings import Settings
 from .topics import Topics

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
-from schemas.config import load_om_config
-from schemas.jobs import ModelJob, ModelResult
-from schemas.messages import Message
-from streams.engine.fold import EngineConfig
-from streams.models.scripted import observe, reflect
+from omstream.schemas.config import load_om_config
+from omstream.schemas.jobs import ModelJob, ModelResult
+from omstream.schemas.messages import Message
+from omstream.engine.fold import EngineConfig
+from omstream.models.scripted import observe, reflect
 
 T0 = datetime(2025, 3, 3, 9, 0, tzinfo=timezone.utc)
 WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike "
@@ -49,3 +50,6 @@ def scripted_result(job: ModelJob, *, ok: bool = True, output: str | None = None
         model=job.model, started_at=job.created_at,
         completed_at=job.created_at + timedelta(milliseconds=ms),
     )
+
+#: The long-thread scenario and its recordings (copied from the reference shelf, ours to ship).
+LONG_THREAD = Path(__file__).resolve().parent / "fixtures" / "scenarios" / "long-thread"

@@ -259,7 +259,7 @@ def resolve_activation_ttl(
     """The idle time in ms after which buffered work activates early; None when off.
 
     `activate_after_idle` is the value the config loader parsed (ms, `'auto'` or None; see
-    `schemas.durations.parse_activate_after_idle`); `'auto'` resolves per actor model.
+    `omstream.schemas.durations.parse_activate_after_idle`); `'auto'` resolves per actor model.
     """
     if activate_after_idle == "auto":
         return auto_activation_ttl(actor_model, prompt_cache_retention=prompt_cache_retention)

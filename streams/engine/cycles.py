@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from schemas.base import iso
-from schemas.events import (
+from omstream.schemas.base import iso
+from omstream.schemas.events import (
     Activation,
     ActivationData,
     ActiveWindows,
@@ -48,7 +48,7 @@ from schemas.events import (
     TokenWindow,
     Windows,
 )
-from schemas.jobs import ChatMessage, ModelJob, ModelResult, request_hash
+from omstream.schemas.jobs import ChatMessage, ModelJob, ModelResult, request_hash
 
 from .activation import (
     Chunk,

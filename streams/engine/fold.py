@@ -25,9 +25,9 @@ from zoneinfo import ZoneInfo
 import orjson
 from pydantic import TypeAdapter
 
-from schemas.codec import InputRecord
-from schemas.config import OmConfig
-from schemas.control import (
+from omstream.schemas.codec import InputRecord
+from omstream.schemas.config import OmConfig
+from omstream.schemas.control import (
     ConfigOverridden,
     ObserveRequested,
     ReflectRequested,
@@ -37,7 +37,7 @@ from schemas.control import (
     ThreadPatched,
     TurnEnded,
 )
-from schemas.events import (
+from omstream.schemas.events import (
     MemoryDeleted,
     MemoryDeletedData,
     TemporalGap,
@@ -45,8 +45,8 @@ from schemas.events import (
     ThreadUpdate,
     ThreadUpdateData,
 )
-from schemas.jobs import ModelResult
-from schemas.messages import Message
+from omstream.schemas.jobs import ModelResult
+from omstream.schemas.messages import Message
 
 from . import cycles
 from .state import MemoryState, PendingMessage

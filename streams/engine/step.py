@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from schemas.config import OmConfig, ResolvedConfig, resolve_retention_floor
-from schemas.events import MarkerConfig
-from schemas.jobs import ModelJob
+from omstream.schemas.config import OmConfig, ResolvedConfig, resolve_retention_floor
+from omstream.schemas.events import MarkerConfig
+from omstream.schemas.jobs import ModelJob
 
 from . import ids
 from .state import MemoryState

@@ -17,7 +17,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from schemas.config import resolve_retention_floor
+from omstream.schemas.config import resolve_retention_floor
 
 from .activation import choose_activation_boundary
 

@@ -36,7 +36,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
-from schemas.messages import FilePart, ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
+from omstream.schemas.messages import FilePart, ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
 
 from .attachments import (
     ModelContext,

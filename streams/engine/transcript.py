@@ -33,7 +33,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from schemas.messages import (
+from omstream.schemas.messages import (
     FilePart,
     ImagePart,
     Message,

@@ -44,7 +44,7 @@ from typing import Any, Literal
 
 import orjson
 
-from schemas.jobs import ModelJob, ModelResult, Usage
+from omstream.schemas.jobs import ModelJob, ModelResult, Usage
 
 __all__ = [
     "ErrorCode",

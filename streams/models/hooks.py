@@ -27,7 +27,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from schemas.jobs import ModelJob, ModelResult
+from omstream.schemas.jobs import ModelJob, ModelResult
 
 from .calls import RetryPolicy, run_job
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from infra.broker import Broker, BrokerError, free_port
-from streams.processes import start_child, stop_child
-from streams.settings import load_settings
-from streams.topics import ensure_topics
+from omstream.infra.broker import Broker, BrokerError, free_port
+from omstream.processes import start_child, stop_child
+from omstream.settings import load_settings
+from omstream.topics import ensure_topics
 
 
 @pytest.fixture(scope="session")

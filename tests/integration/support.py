@@ -8,9 +8,9 @@ import time
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from projections.feed import ProjectionFeed
-from schemas.codec import decode_event
-from streams.topics import Topics, partitions_of
+from omstream.projections.feed import ProjectionFeed
+from omstream.schemas.codec import decode_event
+from omstream.topics import Topics, partitions_of
 
 
 async def read_all(settings, topic: str, idle: float = 1.5) -> list:
@@ -50,7 +50,7 @@ async def final_states(settings) -> dict[str, dict]:
 
 def expected_cycles(messages, counter, threshold: int) -> int:
     """An independent oracle: blocking cycles fire whenever the unobserved total reaches the threshold."""
-    from streams.engine.tokens import count_message, count_messages
+    from omstream.engine.tokens import count_message, count_messages
 
     cycles, pending = 0, []
     for m in messages:

@@ -9,10 +9,10 @@ import asyncio
 
 import pytest
 
-from schemas.config import load_om_config
-from streams.client import OmClient
-from streams.conversation import read_conversation
-from streams.simulate import format_timeline, simulate
+from omstream.schemas.config import load_om_config
+from omstream.client import OmClient
+from omstream.conversation import read_conversation
+from omstream.simulate import format_timeline, simulate
 from tests.integration.support import EventWatcher
 from tests.scenarios.test_long_thread import SCENARIO
 from tests.scenarios.test_long_thread_async import assert_activation_steps_wait_for_nothing

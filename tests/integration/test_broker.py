@@ -1,6 +1,6 @@
 import asyncio
 
-from infra.features import kafka_release
+from omstream.infra.features import kafka_release
 
 
 def test_the_harness_broker_is_kafka_4_0(broker):

@@ -6,8 +6,8 @@ import base64
 import orjson
 import pytest
 
-from streams.client import OmClient
-from streams.topics import Topics
+from omstream.client import OmClient
+from omstream.topics import Topics
 from tests.helpers import message
 from tests.integration.support import read_all, settled_feed
 

@@ -9,9 +9,9 @@ import asyncio
 
 import pytest
 
-from streams.client import OmClient
-from streams.conversation import read_conversation
-from streams.simulate import format_timeline
+from omstream.client import OmClient
+from omstream.conversation import read_conversation
+from omstream.simulate import format_timeline
 from tests.integration.support import EventWatcher
 from tests.scenarios.test_long_thread import SCENARIO, _expected_lines
 

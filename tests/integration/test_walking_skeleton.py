@@ -4,8 +4,8 @@ import asyncio
 
 import pytest
 
-from streams.client import OmClient
-from streams.engine.tokens import get_counter
+from omstream.client import OmClient
+from omstream.engine.tokens import get_counter
 from tests.helpers import message
 from tests.integration.support import events, expected_cycles, settled_feed
 

@@ -11,14 +11,14 @@ from datetime import timedelta
 
 import pytest
 
-from schemas.config import load_om_config
-from schemas.control import ObserveRequested
-from schemas.messages import Message
-from streams.engine.step import EngineConfig
-from streams.models.calls import RetryPolicy
-from streams.models.hooks import Hooks
-from streams.models.scripted import reset_failures
-from streams.simulate import Simulation, settle, simulate
+from omstream.schemas.config import load_om_config
+from omstream.schemas.control import ObserveRequested
+from omstream.schemas.messages import Message
+from omstream.engine.step import EngineConfig
+from omstream.models.calls import RetryPolicy
+from omstream.models.hooks import Hooks
+from omstream.models.scripted import reset_failures
+from omstream.simulate import Simulation, settle, simulate
 from tests.helpers import T0, text_of
 
 

@@ -10,17 +10,17 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from pathlib import Path
 
 import pytest
 
-from schemas.codec import decode_event
-from projections.context import ContextProjection
-from schemas.config import load_om_config
-from streams.conversation import read_conversation
-from streams.simulate import format_timeline, parity_config, run, simulate
+from omstream.schemas.codec import decode_event
+from omstream.projections.context import ContextProjection
+from omstream.schemas.config import load_om_config
+from omstream.conversation import read_conversation
+from omstream.simulate import format_timeline, parity_config, run, simulate
+from tests.helpers import LONG_THREAD
 
-SCENARIO = Path(__file__).resolve().parents[2].parent / "shared" / "scenarios" / "long-thread"
+SCENARIO = LONG_THREAD
 EXPECTED = SCENARIO / "expected-sync-timeline.txt"
 
 
@@ -39,8 +39,6 @@ def _expected_lines() -> list[str]:
 
 @pytest.fixture(scope="module")
 def run_once():
-    if not SCENARIO.exists():
-        pytest.fail(f"scenario missing: {SCENARIO}")
     om = parity_config(load_om_config(_recorded_config()))
     return asyncio.run(simulate(read_conversation(SCENARIO / "conversation.jsonl"), om))
 
@@ -87,7 +85,7 @@ def test_the_context_projection_rebuilds_the_final_memory_from_the_log(run_once)
 
 
 def test_om_simulate_command(tmp_path, capsys):
-    from streams.cli import main
+    from omstream.cli import main
 
     config = tmp_path / "om.yaml"
     config.write_text(json.dumps(_recorded_config()))  # JSON is YAML

@@ -12,10 +12,10 @@ import asyncio
 
 import pytest
 
-from projections.context import ContextProjection
-from schemas.config import load_om_config
-from streams.conversation import read_conversation
-from streams.simulate import format_timeline, parity_config, simulate
+from omstream.projections.context import ContextProjection
+from omstream.schemas.config import load_om_config
+from omstream.conversation import read_conversation
+from omstream.simulate import format_timeline, parity_config, simulate
 from tests.scenarios.test_long_thread import SCENARIO
 
 OPTIONS = {"observationalMemory": {

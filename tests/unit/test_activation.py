@@ -4,7 +4,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from streams.engine.activation import (
+from omstream.engine.activation import (
     Chunk,
     activation_trigger,
     auto_activation_ttl,
@@ -17,7 +17,7 @@ from streams.engine.activation import (
     resolve_activation_ttl,
     to_epoch_ms,
 )
-from schemas.config import resolve_activation_ratio, resolve_retention_floor
+from omstream.schemas.config import resolve_activation_ratio, resolve_retention_floor
 
 MIN = 60_000
 HOUR = 60 * MIN

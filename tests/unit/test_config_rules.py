@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from schemas.config import (
+from omstream.schemas.config import (
     DEFAULT_MODEL,
     ContinuationHints,
     ModelByInputTokens,
@@ -24,8 +24,8 @@ from schemas.config import (
     resolve_retention_floor,
     slugify,
 )
-from schemas.durations import parse_activate_after_idle, parse_duration_ms
-from streams.cli import main
+from omstream.schemas.durations import parse_activate_after_idle, parse_duration_ms
+from omstream.cli import main
 
 MIN = 60_000
 HOUR = 60 * MIN

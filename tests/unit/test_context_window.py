@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from projections.context import (
+from omstream.projections.context import (
     CONTINUATION,
     CONTINUATION_HINT,
     CONTINUATION_ID,
@@ -24,9 +24,9 @@ from projections.context import (
     optimize_observations_for_context,
     other_conversations_block,
 )
-from schemas.messages import Message
-from streams.engine.fold import fold, new_state
-from streams.engine.observations import append_observations
+from omstream.schemas.messages import Message
+from omstream.engine.fold import fold, new_state
+from omstream.engine.observations import append_observations
 from tests.helpers import T0, engine, scripted_result, text_of
 
 NOW = datetime(2025, 6, 15, 12, 0, tzinfo=timezone.utc)

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from streams.engine.dates import (
+from omstream.engine.dates import (
     add_relative_time_to_observations,
     expand_inline_estimated_dates,
     format_gap_between_dates,

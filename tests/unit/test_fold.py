@@ -4,8 +4,8 @@ import ast
 from datetime import timedelta
 from pathlib import Path
 
-from schemas.control import StepStarted
-from streams.engine.fold import fold, new_state
+from omstream.schemas.control import StepStarted
+from omstream.engine.fold import fold, new_state
 from tests.helpers import T0, engine, message, scripted_result
 
 KEY = "thread:t1"

@@ -2,9 +2,9 @@
 
 from datetime import timedelta
 
-from schemas.control import StepStarted, TurnEnded
-from schemas.messages import Message
-from streams.engine.fold import fold, new_state
+from omstream.schemas.control import StepStarted, TurnEnded
+from omstream.schemas.messages import Message
+from omstream.engine.fold import fold, new_state
 from tests.helpers import T0, engine, message, scripted_result
 
 
@@ -137,7 +137,7 @@ def test_a_buffer_never_cuts_a_tool_exchange_in_half():
 
 
 def test_temporal_markers_reach_the_observer_and_the_agent():
-    from projections.context import ContextProjection
+    from omstream.projections.context import ContextProjection
 
     loop = Loop(engine(300, temporalMarkers=True))
     first, later = message(0, words=20), message(2, words=20)

@@ -5,8 +5,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.engine.fold import fold, new_state
-from streams.engine.tokens import count_message
+from omstream.engine.fold import fold, new_state
+from omstream.engine.tokens import count_message
 from tests.helpers import engine, message, scripted_result
 
 CONFIG = engine(400)

@@ -7,11 +7,11 @@ from datetime import datetime, timezone
 
 import pytest
 
-from schemas.config import load_om_config
-from schemas.jobs import ChatMessage, ModelJob, request_hash
-from streams.models.calls import RetryPolicy
-from streams.models.hooks import Hooks, end_payload, run_job_with_hooks, start_payload
-from streams.models.scripted import reset_failures
+from omstream.schemas.config import load_om_config
+from omstream.schemas.jobs import ChatMessage, ModelJob, request_hash
+from omstream.models.calls import RetryPolicy
+from omstream.models.hooks import Hooks, end_payload, run_job_with_hooks, start_payload
+from omstream.models.scripted import reset_failures
 
 CALLS: list[tuple[str, dict]] = []
 
@@ -117,11 +117,11 @@ async def test_a_raising_hook_is_logged_and_the_job_still_succeeds(caplog, execu
         raise ValueError("async hook exploded")
 
     hooks = Hooks({"onObservationStart": sync_boom, "onObservationEnd": async_boom}, execution)
-    with caplog.at_level(logging.WARNING, logger="streams.models.hooks"):
+    with caplog.at_level(logging.WARNING, logger="omstream.models.hooks"):
         result = await run(job(), hooks)
         await hooks.drain()
     assert result.ok and result.output
-    messages = [r.getMessage() for r in caplog.records if r.name == "streams.models.hooks"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "omstream.models.hooks"]
     assert any("onObservationStart" in m and "sync hook exploded" in m for m in messages)
     assert any("onObservationEnd" in m and "async hook exploded" in m for m in messages)
 

@@ -11,9 +11,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from schemas.jobs import ChatMessage, ModelJob, request_hash
-from streams.engine.parsing import is_degenerate, parse_observer_output
-from streams.models.calls import (
+from omstream.schemas.jobs import ChatMessage, ModelJob, request_hash
+from omstream.engine.parsing import is_degenerate, parse_observer_output
+from omstream.models.calls import (
     RetryPolicy,
     call_arguments,
     classify_error,
@@ -21,8 +21,8 @@ from streams.models.calls import (
     run_job,
     translate_settings,
 )
-from streams.models.scripted import reset_failures
-from streams.settings import Settings
+from omstream.models.scripted import reset_failures
+from omstream.settings import Settings
 
 
 def job(model: str, settings: dict | None = None, *, fallbacks: tuple[str, ...] | None = None,
@@ -115,7 +115,7 @@ def test_provider_options_go_only_to_their_provider(caplog):
     assert call_arguments(job("anthropic/claude-sonnet-4-5", provider_options=openai),
                           "anthropic/claude-sonnet-4-5") == {
         "thinking": {"type": "enabled", "budget_tokens": 1024}}
-    with caplog.at_level(logging.DEBUG, logger="streams.models.calls"):
+    with caplog.at_level(logging.DEBUG, logger="omstream.models.calls"):
         assert call_arguments(job("scripted/observer", provider_options=google), "scripted/observer") == {}
     assert any("not sent" in r.getMessage() for r in caplog.records)
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from streams.engine.reflection_plan import (
+from omstream.engine.reflection_plan import (
     COMPRESSION_GUIDANCE,
     ReflectionAttempt,
     buffered_reflection_slice,

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from streams.settings import load_settings
+from omstream.settings import load_settings
 
 REPO = Path(__file__).resolve().parents[2]
 

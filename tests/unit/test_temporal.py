@@ -5,7 +5,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from streams.engine.temporal import (
+from omstream.engine.temporal import (
     TimedMessage,
     format_temporal_gap,
     format_temporal_timestamp,

@@ -2,14 +2,14 @@
 
 import pytest
 
-from schemas.config import (
+from omstream.schemas.config import (
     load_om_config,
     resolve_activation_ratio,
     resolve_block_after,
     resolve_buffer_tokens,
     resolve_retention_floor,
 )
-from streams.engine.thresholds import (
+from omstream.engine.thresholds import (
     BufferCandidate,
     ThresholdRange,
     buffer_interval,

@@ -3,21 +3,21 @@ import json
 import math
 import struct
 import zlib
-from pathlib import Path
 
 import pytest
 
-from schemas.messages import Message
-from streams.engine.attachments import (
+from omstream.schemas.messages import Message
+from omstream.engine.attachments import (
     file_tokens_from_bytes,
     image_dimensions,
     image_tokens,
     is_image_like_file,
     model_context,
 )
-from streams.engine.tokens import TokenxCounter, count_message, count_messages, get_counter, js_json
+from omstream.engine.tokens import TokenxCounter, count_message, count_messages, get_counter, js_json
+from tests.helpers import LONG_THREAD
 
-SCENARIO = Path(__file__).resolve().parents[3] / "shared" / "scenarios" / "long-thread" / "conversation.jsonl"
+SCENARIO = LONG_THREAD / "conversation.jsonl"
 
 
 # Expected values taken from tokenx 1.3.0 itself (node, estimateTokenCount).
@@ -35,7 +35,6 @@ def test_emoji_counts_utf16_units():
     assert TokenxCounter().count("🔴") == 1
 
 
-@pytest.mark.skipif(not SCENARIO.exists(), reason="shared scenarios not laid out beside the repo")
 def test_long_thread_windows_match_the_recording():
     counter = get_counter("tokenx")
     lines = SCENARIO.read_text().splitlines()

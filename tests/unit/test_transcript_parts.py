@@ -2,12 +2,12 @@
 
 from datetime import timedelta
 
-from schemas.messages import Message
-from streams.engine.cycles import _transcript
-from streams.engine.fold import fold, new_state
-from streams.engine.state import PendingMessage
-from streams.engine.tokens import get_counter, js_json
-from streams.engine.transcript import (
+from omstream.schemas.messages import Message
+from omstream.engine.cycles import _transcript
+from omstream.engine.fold import fold, new_state
+from omstream.engine.state import PendingMessage
+from omstream.engine.tokens import get_counter, js_json
+from omstream.engine.transcript import (
     AttachmentNumbers,
     TranscriptLine,
     message_lines,

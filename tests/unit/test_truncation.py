@@ -2,8 +2,8 @@
 
 from hypothesis import given, settings, strategies as st
 
-from streams.engine.tokens import get_counter
-from streams.engine.truncation import truncate_observations
+from omstream.engine.tokens import get_counter
+from omstream.engine.truncation import truncate_observations
 
 COUNT = get_counter("tokenx").count
 
@@ -63,8 +63,8 @@ def test_spec_case_400_lines_budget_200():
 
 
 def test_the_observer_sees_the_budget_and_the_log_keeps_everything():
-    from streams.engine.fold import fold, new_state
-    from streams.engine.truncation import TRUNCATION_NOTICE
+    from omstream.engine.fold import fold, new_state
+    from omstream.engine.truncation import TRUNCATION_NOTICE
     from tests.helpers import engine, message, scripted_result
 
     config = engine(300, observation={"previousObserverTokens": 60})

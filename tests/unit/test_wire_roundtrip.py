@@ -20,12 +20,12 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, TypeAdapter
 from pydantic.fields import FieldInfo
 
-from schemas.base import SCHEMA_VERSION, WireModel
-from schemas.codec import DecodeFailure, decode_event, decode_input, decode_job, encode
-from schemas.control import Control
-from schemas.events import EVENT_TYPES, EventEnvelope
-from schemas.jobs import ModelJob, ModelResult
-from schemas.messages import FilePart, Message, MessageMetadata, MessagePart
+from omstream.schemas.base import SCHEMA_VERSION, WireModel
+from omstream.schemas.codec import DecodeFailure, decode_event, decode_input, decode_job, encode
+from omstream.schemas.control import Control
+from omstream.schemas.events import EVENT_TYPES, EventEnvelope
+from omstream.schemas.jobs import ModelJob, ModelResult
+from omstream.schemas.messages import FilePart, Message, MessageMetadata, MessagePart
 
 __all__ = ["PART_CLASSES", "WIRE_CLASSES", "decode_as", "wire_instances"]
 
