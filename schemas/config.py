@@ -76,6 +76,7 @@ __all__ = [
     "load_om_config",
     "load_reference",
     "model_name",
+    "unsupported_problems",
     "model_supports_temperature",
     "resolve_activation_ratio",
     "resolve_block_after",
@@ -1139,12 +1140,15 @@ def _section(value: Any) -> Any:
     return value
 
 
-def load_om_config(value: Any) -> OmConfig:
+def load_om_config(value: Any, *, only_supported: bool = True) -> OmConfig:
     """Options → a checked `OmConfig`; raises `OmConfigError` listing every problem.
 
     `None` (absent) → the defaults; `True` ≡ `{model = DEFAULT_MODEL}` (so, as in the original, no
     maxOutputTokens default applies, while `{}` gets one); `False` → disabled; an object may be
     the bare options, `{"observationalMemory": {...}}`, or a whole settings file.
+
+    Every documented option is validated, but one the engine does not implement yet is refused
+    (`only_supported`), so that no setting is accepted and then silently ignored.
     """
     value = _section(value)
     if value is None:
@@ -1157,15 +1161,60 @@ def load_om_config(value: Any) -> OmConfig:
         raise OmConfigError([Problem("observationalMemory", (
             f"{value!r} is not a setting; use true, false, or an object of options"))])
     try:
-        return OmConfig.model_validate(value)
+        om = OmConfig.model_validate(value)
     except ValidationError as exc:
         raise OmConfigError(_problems(exc)) from None
+    problems = unsupported_problems(om) if only_supported else []
+    if problems:
+        raise OmConfigError(problems)
+    return om
 
 
-def check_om_config(value: Any) -> tuple[Problem, ...]:
+# --- options validated but not implemented yet ---------------------------------------------------
+_NOT_YET = "is not supported yet; remove it (see the README's \"Not supported yet\" list)"
+
+
+def unsupported_problems(om: OmConfig) -> list[Problem]:
+    """A problem for each option set to a value whose behaviour the engine does not have yet.
+
+    An option left at its default, or set to its "off" value, is fine: it asks for nothing.
+    """
+    obs, refl = om.observation, om.reflection
+    asked = {
+        "scope": om.scope == "resource",
+        "retrieval": om.retrieval is not False,
+        "obscureThreadIds": om.obscure_thread_ids is True,
+        "observation.extract": bool(obs.extract),
+        "reflection.extract": bool(refl.extract),
+        "observation.threadTitle": obs.thread_title,
+        "observation.manageWorkingMemory": obs.manage_working_memory,
+        "observation.observeAttachments": ("observe_attachments" in obs.model_fields_set
+                                           and obs.observe_attachments is not False),
+        "observation.maxTokensPerBatch": "max_tokens_per_batch" in obs.model_fields_set,
+    }
+    problems = [Problem(path, _NOT_YET) for path, is_set in asked.items() if is_set]
+    if om.scope == "resource":  # the one option whose value, not presence, is unsupported
+        problems[0] = Problem("scope", f"'resource' {_NOT_YET}; use scope 'thread'")
+    for path, spec in (("model", om.model), ("observation.model", obs.model),
+                       ("reflection.model", refl.model)):
+        problems += _unsupported_fallback_options(path, spec)
+    return problems
+
+
+def _unsupported_fallback_options(path: str, spec: ModelSpec | None) -> list[Problem]:
+    """ModelWithRetries entries travel to the model agent by name only, so far."""
+    if not isinstance(spec, tuple):
+        return []
+    return [Problem(f"{path}[{i}].{_OPTION_NAMES[name]}", _NOT_YET)
+            for i, entry in enumerate(spec)
+            for name in ("max_retries", "model_settings", "provider_options", "headers")
+            if name in entry.model_fields_set]
+
+
+def check_om_config(value: Any, *, only_supported: bool = True) -> tuple[Problem, ...]:
     """Every problem `load_om_config` would report; empty when the options are valid."""
     try:
-        load_om_config(value)
+        load_om_config(value, only_supported=only_supported)
     except OmConfigError as exc:
         return exc.problems
     return ()

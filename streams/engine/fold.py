@@ -106,8 +106,13 @@ def _handle(step: Step, event: Input) -> None:
         _on_step(step, event)
     elif isinstance(event, TurnEnded):
         now = step.now(event.at)
-        if step.config.async_buffering and step.config.resolved.observation.buffer_on_idle:
+        if (_memory_on(step) and step.config.async_buffering
+                and step.config.resolved.observation.buffer_on_idle):
             cycles.start_buffer(step, now, skip_minimum=True)
+    elif isinstance(event, (ObserveRequested, ReflectRequested)) and not _memory_on(step):
+        step.rejected.append(Rejected(
+            f"{event.type} for {step.state.memory_key}: observational memory is disabled "
+            "(observationalMemory.enabled is false), so there is nothing to observe or reflect"))
     elif isinstance(event, ObserveRequested):
         cycles.manual_observe(step, step.now(event.at))
     elif isinstance(event, ReflectRequested):
@@ -214,7 +219,7 @@ def _on_message(step: Step, message: Message, *, released: bool = False) -> None
     if message.role == "assistant":
         step.update(last_activity_at=message.created_at,
                     last_model=_actor_model(message) or step.state.last_model)
-    if _checks_per_message(step):
+    if _memory_on(step) and _checks_per_message(step):
         cycles.check(step, now, None, _actor_model(message))
 
 
@@ -251,6 +256,11 @@ def _insert_temporal_marker(step: Step, message: Message) -> None:
         contents=gap.contents), message.created_at)
 
 
+def _memory_on(step: Step) -> bool:
+    """With `enabled: false` messages are kept (they reach the agent raw), but no cycle runs."""
+    return step.config.om.enabled
+
+
 def _checks_per_message(step: Step) -> bool:
     when = step.config.om.check_thresholds_at
     return when == "message" or (when == "auto" and not step.state.steps_reported)
@@ -259,7 +269,7 @@ def _checks_per_message(step: Step) -> bool:
 def _on_step(step: Step, event: StepStarted) -> None:
     now = step.now(event.at)
     step.update(steps_reported=True)
-    if step.config.om.check_thresholds_at != "message":
+    if _memory_on(step) and step.config.om.check_thresholds_at != "message":
         cycles.check(step, now, event.step_number, event.model)
 
 
