@@ -33,6 +33,7 @@ __all__ = [
     "ensure_jars",
     "free_port",
     "jars_dir",
+    "new_cluster_id",
 ]
 
 KAFKA_VERSION = "4.0.2"
@@ -62,6 +63,15 @@ def ensure_jars(*, quiet: bool = True) -> Path:
         tail = (proc.stdout or "")[-2000:] + (proc.stderr or "")[-2000:]
         raise BrokerError(f"Maven could not resolve Kafka {KAFKA_VERSION} jars:\n{tail}")
     return libs
+
+
+def new_cluster_id() -> str:
+    """A random cluster id as Kafka's `Uuid.randomUuid().toString()` makes one: 16 random bytes
+    in url-safe base64 without padding, drawn again while the text would begin with '-'."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
 
 
 def free_port() -> int:
@@ -147,23 +157,41 @@ class Broker:
     def _java(self, libs: Path, main: str, *args: str) -> list[str]:
         return ["java", *self.heap.split(), "-cp", f"{libs}/*", main, *args]
 
+    @property
+    def properties_file(self) -> Path:
+        return self.data_dir / "server.properties"
+
+    def formatted(self) -> bool:
+        return (self.data_dir / "logs" / "meta.properties").exists()
+
+    def format(self, cluster_id: str | None = None) -> str:
+        """Write server.properties and format log.dirs (KRaft); returns the cluster id."""
+        libs = ensure_jars()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.properties_file.write_text(_properties(self.data_dir, self.port, self.controller_port))
+        cluster_id = cluster_id or new_cluster_id()
+        # `--cluster-id=<id>` in one argument: an id may begin with '-' (Kafka's own never
+        # does, but one given here might), and as a separate argument it would read as an option.
+        fmt = subprocess.run(
+            self._java(libs, "kafka.tools.StorageTool", "format", "--standalone",
+                       f"--cluster-id={cluster_id}", "--config", str(self.properties_file)),
+            capture_output=True, text=True,
+        )
+        if fmt.returncode != 0:
+            raise BrokerError(f"kafka storage format failed:\n{fmt.stdout}\n{fmt.stderr}")
+        return cluster_id
+
     def start(self) -> None:
         """Format the data dir if it is new, then start the JVM in its own process group."""
         if self.pid() is not None:
             raise BrokerError(f"a broker is already running from {self.data_dir} (pid {self.pid()})")
         libs = ensure_jars()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        props = self.data_dir / "server.properties"
-        props.write_text(_properties(self.data_dir, self.port, self.controller_port))
-        if not (self.data_dir / "logs" / "meta.properties").exists():
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-            fmt = subprocess.run(
-                self._java(libs, "kafka.tools.StorageTool", "format", "--standalone",
-                           "-t", cluster_id, "-c", str(props)),
-                capture_output=True, text=True,
-            )
-            if fmt.returncode != 0:
-                raise BrokerError(f"kafka storage format failed:\n{fmt.stdout}\n{fmt.stderr}")
+        # Written on every start: the ports may have changed since the format.
+        self.properties_file.write_text(_properties(self.data_dir, self.port, self.controller_port))
+        if not self.formatted():
+            self.format()
+        props = self.properties_file
         log = open(self.log_file, "ab")
         proc = subprocess.Popen(
             self._java(libs, "kafka.Kafka", str(props)),
