@@ -18,7 +18,8 @@ The window itself (spec §10), as chat messages in this order:
 5. system `<current-task>\\n…\\n</current-task>` and `<suggested-response>\\n…\\n</suggested-response>`
    when the thread has them;
 6. user: the continuation reminder (`om-continuation`, dated the epoch so it sorts before history);
-7. the raw messages no observation covers yet.
+7. the raw messages no observation covers yet, with their tool calls, tool results, images and
+   files in OpenAI shape (`projections/chat.py`).
 
 Nothing of 1-6 is sent while the log is empty.
 
@@ -37,6 +38,7 @@ from zoneinfo import ZoneInfo
 
 from omstream.schemas.base import iso
 from omstream.schemas.messages import Message
+from omstream.projections.chat import ChatMessage, chat_messages
 from omstream.engine.dates import add_relative_time_to_observations
 from omstream.engine.observations import append_observations, split_chunks
 
@@ -169,10 +171,6 @@ def continuation_message(thread_id: str | None = None, resource_id: str | None =
     return message
 
 
-def _chat_role(role: str) -> str:
-    return role if role in ("assistant", "system") else "user"
-
-
 @dataclass(frozen=True)
 class ContextWindow:
     """One rendering of a thread's window: the injected part and the raw tail."""
@@ -182,13 +180,12 @@ class ContextWindow:
     continuation: dict[str, Any] | None     # None when nothing is injected
     messages: tuple[Message, ...]
 
-    def chat(self) -> list[dict[str, str]]:
-        """Ready-to-send chat messages (OpenAI / litellm shape: role and content only)."""
-        chat = [{"role": "system", "content": content} for content in self.system]
+    def chat(self) -> list[ChatMessage]:
+        """Ready-to-send chat messages (OpenAI / litellm shape), tool history included."""
+        chat: list[ChatMessage] = [{"role": "system", "content": content} for content in self.system]
         if self.continuation is not None:
             chat.append({"role": "user", "content": CONTINUATION})
-        chat += [{"role": _chat_role(m.role), "content": m.text()} for m in self.messages]
-        return chat
+        return chat + chat_messages(self.messages)
 
 
 # --- the projection ---------------------------------------------------------------------------
@@ -275,7 +272,7 @@ def build_context_window(view: ThreadView, raw: list[Message] | None = None, *,
 
 
 def context_messages(view: ThreadView, raw: list[Message] | None = None, *,
-                     now: datetime | None = None, time_zone: str | tzinfo | None = None) -> list[dict[str, str]]:
+                     now: datetime | None = None, time_zone: str | tzinfo | None = None) -> list[ChatMessage]:
     """The window as ready-to-send chat messages (OpenAI / litellm shape).
 
     `now` decides the relative dates (`(3 weeks ago)`, `[1 month later]`, `likely already
