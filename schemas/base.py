@@ -4,6 +4,9 @@ Everything that crosses a topic (messages, control records, model jobs and resul
 events) is a `WireModel`, so one set of rules holds for all of them: unknown keys are refused
 (a typo is an error, not silently dropped data), unset optional fields are left out of the JSON,
 and times must carry a time zone (a naive time means a different instant on every host).
+
+Every field is documented by the docstring under it: `use_attribute_docstrings` makes that text
+the field's `description` in the exported JSON Schema, which is what UI developers read.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ class WireModel(BaseModel):
         extra="forbid",
         alias_generator=to_camel,
         populate_by_name=True,
+        # The docstring under a field is its JSON Schema `description` (schemas/json/*.json).
+        use_attribute_docstrings=True,
     )
 
     def wire(self) -> dict:

@@ -72,182 +72,331 @@ class MarkerConfig(WireModel):
     """`ObservationMarkerConfig`: the thresholds and scope when the marker was written."""
 
     message_tokens: Count
+    """Unobserved message tokens that trigger an observation, in tokens."""
     observation_tokens: Count
+    """Observation tokens that trigger a reflection, in tokens."""
     scope: Literal["thread", "resource"]
-    activate_after_idle: Count | None = None  # milliseconds
+    """`thread`: one memory per thread; `resource`: one memory shared by a user's threads."""
+    activate_after_idle: Count | None = None
+    """Idle time after which buffered observations activate, in milliseconds. Absent when idle
+    activation is off."""
 
 
 class ExtractionFailure(WireModel):
     """An extractor that failed in a cycle whose other extractors may have succeeded."""
 
     slug: str
+    """The extractor's slug."""
     error: str
+    """Why the extractor failed."""
 
 
 class EventEnvelope(WireModel):
     event_id: NonEmptyStr
+    """The event's id, derived from `memoryKey` and `seq`: an event re-sent after a crash has the
+    same id, so consumers drop it."""
     memory_key: NonEmptyStr
+    """The memory the event belongs to (`thread:<threadId>` or `resource:<resourceId>`); the record
+    key."""
     thread_id: str | None = None
+    """The thread the event is about. Absent for events about a whole resource memory."""
     seq: Count
+    """The event's position in its memory's log, increasing with every event; a consumer applies
+    each `seq` once."""
     schema_version: int = SCHEMA_VERSION
+    """The wire-format version of the event. Absent means the current version."""
     event_time: Timestamp
+    """When it happened, ISO-8601: the time of the input that caused it (event time, not wall
+    clock)."""
 
 
 # --- data-om-status ---------------------------------------------------------------------------
 class TokenWindow(WireModel):
     tokens: Count
+    """Current size, in tokens."""
     threshold: Count
+    """The size that triggers the next cycle, in tokens."""
 
 
 class BufferedObservationsWindow(WireModel):
     chunks: Count = 0
+    """Buffered observation chunks waiting for activation."""
     message_tokens: Count = 0
+    """Message tokens the chunks cover (at most the unobserved tokens), in tokens."""
     projected_message_removal: Count = 0
+    """Message tokens the next activation would remove from the window, in tokens."""
     observation_tokens: Count = 0
+    """Size of the buffered observations, in tokens."""
     status: BufferStatus = "idle"
+    """`idle`: nothing buffered; `running`: a background observer is working; `complete`: chunks
+    wait for activation."""
 
 
 class BufferedReflectionWindow(WireModel):
     input_observation_tokens: Count = 0
+    """Observation tokens the buffered reflection condenses, in tokens."""
     observation_tokens: Count = 0
+    """Size of the buffered reflection, in tokens."""
     status: BufferStatus = "idle"
+    """`idle`: no reflection buffered; `running`: a background reflector is working; `complete`: a
+    reflection waits for activation."""
 
 
 class ActiveWindows(WireModel):
     messages: TokenWindow
+    """Unobserved messages against the observation threshold."""
     observations: TokenWindow
+    """Observations against the reflection threshold."""
 
 
 class BufferedWindows(WireModel):
     observations: BufferedObservationsWindow = BufferedObservationsWindow()
+    """Buffered observation chunks."""
     reflection: BufferedReflectionWindow = BufferedReflectionWindow()
+    """The buffered reflection."""
 
 
 class Windows(WireModel):
     active: ActiveWindows
+    """What the agent's context holds now."""
     buffered: BufferedWindows = BufferedWindows()
+    """Background work waiting for activation."""
 
 
 class StatusData(WireModel):
     windows: Windows
+    """The token windows: active and buffered."""
     record_id: str
+    """The memory record (one per generation)."""
     thread_id: str
+    """The thread of the step."""
     # Absent when the producer reports no steps (thresholds are then checked per message).
     step_number: Count | None = None
+    """The agent's step in the turn, from 0. Absent when the producer reports no steps (thresholds
+    are then checked per message)."""
     generation_count: Count
+    """The memory's generation: how many reflections it has had."""
 
 
 # --- synchronous observation and reflection ---------------------------------------------------
 class ObservationStartData(WireModel):
     cycle_id: str
+    """The cycle's id; the start, end or failed, and activation events of one cycle share it."""
     operation_type: OperationType
+    """What the cycle does: `observation` (messages to observations) or `reflection` (observations
+    condensed)."""
     started_at: Timestamp
+    """When the cycle started, ISO-8601 (event time)."""
     tokens_to_observe: Count
+    """What the cycle observes (or, for a reflection, the observations it condenses), in tokens."""
     record_id: str
+    """The memory record (one per generation) the cycle works on."""
     thread_id: str
+    """The thread whose step or command started the cycle."""
     thread_ids: tuple[str, ...]
+    """Every thread whose messages the cycle covers (several in resource scope)."""
     config: MarkerConfig
+    """The thresholds and scope in force when the event was written."""
 
 
 class ObservationEndData(WireModel):
     cycle_id: str
+    """The cycle's id; the start, end or failed, and activation events of one cycle share it."""
     operation_type: OperationType
+    """What the cycle does: `observation` (messages to observations) or `reflection` (observations
+    condensed)."""
     completed_at: Timestamp
+    """When the cycle ended, ISO-8601 (event time)."""
     duration_ms: Count
+    """How long the cycle took, in milliseconds (end minus start)."""
     tokens_observed: Count
+    """What the cycle observed (for a reflection: the observations condensed), in tokens."""
     observation_tokens: Count
+    """Size of the text this cycle produced (for a reflection: the new observations), in tokens."""
     observations: str | None = None
+    """The new observation text (for a reflection: the whole new log). Absent when the cycle
+    produced none."""
     current_task: str | None = None
+    """The observer's note on what the agent is working on (`<current-task>`). Absent when the
+    observer gave none."""
     suggested_response: str | None = None
+    """The observer's hint for the agent's next reply (`<suggested-response>`). Absent when the
+    observer gave none."""
     extracted_values: dict[str, Any] | None = None
+    """Values the extractors found, by extractor slug (any JSON). Absent when no extractor ran."""
     extraction_failures: tuple[ExtractionFailure, ...] | None = None
+    """Extractors that failed in this cycle. Absent when none failed."""
     record_id: str
+    """The memory record (one per generation) the cycle works on."""
     thread_id: str
+    """The thread whose step or command started the cycle."""
     # omstream: the messages this cycle covered and the head after it.
     observed_message_ids: tuple[str, ...] = ()
+    """omstream: the messages this cycle covered; they leave the context window. Empty for a
+    reflection."""
     cursor: str | None = None
+    """omstream: the memory's cursor after the cycle, the `createdAt` (ISO-8601) of the newest
+    observed message. Absent when nothing is observed yet."""
     generation: Count = 0
+    """omstream: the memory's generation (reflections so far) after the cycle."""
 
 
 class ObservationFailedData(WireModel):
     cycle_id: str
+    """The cycle's id; the start, end or failed, and activation events of one cycle share it."""
     operation_type: OperationType
+    """What the cycle does: `observation` (messages to observations) or `reflection` (observations
+    condensed)."""
     failed_at: Timestamp
+    """When the cycle failed, ISO-8601 (event time)."""
     duration_ms: Count
+    """How long the cycle took, in milliseconds (end minus start)."""
     tokens_attempted: Count
+    """What the failed cycle tried to observe or reflect, in tokens."""
     error: str
+    """Why it failed: the error message, `HTTP <status>` or the provider's error (at most 2 000
+    characters)."""
     record_id: str
+    """The memory record (one per generation) the cycle works on."""
     thread_id: str
+    """The thread whose step or command started the cycle."""
     observations: str | None = None
+    """Partial observation text, when the cycle got that far. Absent otherwise."""
 
 
 # --- async buffering and activation -----------------------------------------------------------
 class BufferingStartData(WireModel):
     cycle_id: str
+    """The cycle's id; the start, end or failed, and activation events of one cycle share it."""
     operation_type: OperationType
+    """What the cycle does: `observation` (messages to observations) or `reflection` (observations
+    condensed)."""
     started_at: Timestamp
+    """When the cycle started, ISO-8601 (event time)."""
     tokens_to_buffer: Count
+    """What the background cycle observes or reflects, in tokens."""
     record_id: str
+    """The memory record (one per generation) the cycle works on."""
     thread_id: str
+    """The thread whose step or command started the cycle."""
     thread_ids: tuple[str, ...]
+    """Every thread whose messages the cycle covers (several in resource scope)."""
     config: MarkerConfig
+    """The thresholds and scope in force when the event was written."""
 
 
 class BufferingEndData(WireModel):
     cycle_id: str
+    """The cycle's id; the start, end or failed, and activation events of one cycle share it."""
     operation_type: OperationType
+    """What the cycle does: `observation` (messages to observations) or `reflection` (observations
+    condensed)."""
     completed_at: Timestamp
+    """When the cycle ended, ISO-8601 (event time)."""
     duration_ms: Count
+    """How long the cycle took, in milliseconds (end minus start)."""
     tokens_buffered: Count
+    """What the background cycle observed or reflected, in tokens."""
     buffered_tokens: Count
+    """Size of everything buffered now (all chunks, or the buffered reflection), in tokens."""
     record_id: str
+    """The memory record (one per generation) the cycle works on."""
     thread_id: str
+    """The thread whose step or command started the cycle."""
     observations: str | None = None
+    """The buffered observation text. Absent when the cycle produced none."""
     extracted_values: dict[str, Any] | None = None
+    """Values the extractors found, by extractor slug (any JSON). Absent when no extractor ran."""
     extraction_failures: tuple[ExtractionFailure, ...] | None = None
+    """Extractors that failed in this cycle. Absent when none failed."""
     # omstream: the messages the chunk covers (not yet activated), its hints, and the head.
     observed_message_ids: tuple[str, ...] = ()
+    """omstream: the messages the chunk covers; they stay in the window until it activates."""
     current_task: str | None = None
+    """omstream: the chunk's `<current-task>` hint, applied on activation. Absent when none."""
     suggested_response: str | None = None
+    """omstream: the chunk's `<suggested-response>` hint, applied on activation. Absent when none."""
     cursor: str | None = None
+    """omstream: the cursor the chunk reaches, `createdAt` (ISO-8601) of its newest message. Absent
+    when the chunk covers no message."""
     generation: Count = 0
+    """omstream: the memory's generation the chunk was built on."""
 
 
 class BufferingFailedData(WireModel):
     cycle_id: str
+    """The cycle's id; the start, end or failed, and activation events of one cycle share it."""
     operation_type: OperationType
+    """What the cycle does: `observation` (messages to observations) or `reflection` (observations
+    condensed)."""
     failed_at: Timestamp
+    """When the cycle failed, ISO-8601 (event time)."""
     duration_ms: Count
+    """How long the cycle took, in milliseconds (end minus start)."""
     tokens_attempted: Count
+    """What the failed cycle tried to observe or reflect, in tokens."""
     error: str
+    """Why it failed: the error message, `HTTP <status>` or the provider's error (at most 2 000
+    characters)."""
     record_id: str
+    """The memory record (one per generation) the cycle works on."""
     thread_id: str
+    """The thread whose step or command started the cycle."""
     observations: str | None = None
+    """Partial observation text, when the cycle got that far. Absent otherwise."""
 
 
 class ActivationData(WireModel):
     cycle_id: str
+    """The cycle's id; the start, end or failed, and activation events of one cycle share it."""
     operation_type: OperationType
+    """What the cycle does: `observation` (messages to observations) or `reflection` (observations
+    condensed)."""
     activated_at: Timestamp
+    """When the buffered work became active, ISO-8601 (event time)."""
     chunks_activated: Count
+    """Chunks activated by this event (1 for an observation chunk)."""
     tokens_activated: Count
+    """Message tokens the activated chunks cover (for a reflection: the observations it condensed),
+    in tokens."""
     observation_tokens: Count
+    """Size of the activated observations (for a reflection: the new log), in tokens."""
     messages_activated: Count
+    """Messages that left the context window (0 for a reflection)."""
     record_id: str
+    """The memory record (one per generation) the cycle works on."""
     thread_id: str
+    """The thread whose step or command started the cycle."""
     generation_count: Count
+    """The memory's generation after activation (a reflection starts a new one)."""
     config: MarkerConfig
+    """The thresholds and scope in force when the event was written."""
     observations: str | None = None
+    """The activated observation text (for a reflection: the whole new log). Absent when empty."""
     triggered_by: TriggeredBy | None = None
-    last_activity_at: Count | None = None  # unix milliseconds
+    """What activated it: `threshold` (message tokens), `ttl` (`activateAfterIdle` elapsed) or
+    `provider_change` (the agent's model changed). Absent when not recorded."""
+    last_activity_at: Count | None = None
+    """With `ttl`: the last activity before the idle period, in unix milliseconds. Absent
+    otherwise."""
     ttl_expired_ms: Count | None = None
+    """With `ttl`: how long past `activateAfterIdle` the memory was idle, in milliseconds. Absent
+    otherwise."""
     previous_model: str | None = None
+    """With `provider_change`: the agent's model before. Absent otherwise."""
     current_model: str | None = None
+    """With `provider_change`: the agent's model now. Absent otherwise."""
     # omstream: the messages now covered by observations, the hints, and the cursor after it.
     activated_message_ids: tuple[str, ...] = ()
+    """omstream: the messages now covered by observations; they leave the context window. Empty for
+    a reflection."""
     current_task: str | None = None
+    """omstream: the `<current-task>` hint the chunk brings. Absent when none."""
     suggested_response: str | None = None
+    """omstream: the `<suggested-response>` hint the chunk brings. Absent when none."""
     cursor: str | None = None
+    """omstream: the cursor after activation, `createdAt` (ISO-8601) of the newest observed
+    message. Absent for a reflection."""
 
     @property
     def generation(self) -> int:
@@ -257,16 +406,24 @@ class ActivationData(WireModel):
 
 class ThreadUpdateData(WireModel):
     cycle_id: str
+    """The observer cycle that chose the title."""
     thread_id: str
+    """The retitled thread."""
     old_title: str | None = None
+    """The title before. Absent when the thread had none."""
     new_title: str
+    """The thread's new title."""
     timestamp: Timestamp
+    """When the title changed, ISO-8601 (event time)."""
 
 
 class ResultIgnoredData(WireModel):
     cycle_id: str
+    """The cycle the ignored result was for."""
     kind: str
+    """The job kind of the result (`observe`, `reflect`, `buffer`, ...)."""
     reason: str
+    """Why it was ignored (for example `late`: the memory moved on; `duplicate`: already applied)."""
 
 
 # --- the events -------------------------------------------------------------------------------
@@ -274,101 +431,134 @@ class Status(EventEnvelope):
     """Once per step, before generation: both windows and any buffered work."""
 
     type: Literal["data-om-status"] = "data-om-status"
+    """Event kind: always `data-om-status`."""
     data: StatusData
+    """The event's fields (spec §11; omstream's additions are optional)."""
 
 
 class ObservationStart(EventEnvelope):
     """The observer or reflector starts a blocking cycle."""
 
     type: Literal["data-om-observation-start"] = "data-om-observation-start"
+    """Event kind: always `data-om-observation-start`."""
     data: ObservationStartData
+    """The event's fields (spec §11; omstream's additions are optional)."""
 
 
 class ObservationEnd(EventEnvelope):
     """A blocking observation or reflection committed."""
 
     type: Literal["data-om-observation-end"] = "data-om-observation-end"
+    """Event kind: always `data-om-observation-end`."""
     data: ObservationEndData
+    """The event's fields (spec §11; omstream's additions are optional)."""
 
 
 class ObservationFailed(EventEnvelope):
     """A blocking cycle failed; its messages stay unobserved for the next cycle."""
 
     type: Literal["data-om-observation-failed"] = "data-om-observation-failed"
+    """Event kind: always `data-om-observation-failed`."""
     data: ObservationFailedData
+    """The event's fields (spec §11; omstream's additions are optional)."""
 
 
 class BufferingStart(EventEnvelope):
     """A background observation or reflection starts."""
 
     type: Literal["data-om-buffering-start"] = "data-om-buffering-start"
+    """Event kind: always `data-om-buffering-start`."""
     data: BufferingStartData
+    """The event's fields (spec §11; omstream's additions are optional)."""
 
 
 class BufferingEnd(EventEnvelope):
     """A background cycle stored its result; it waits for activation."""
 
     type: Literal["data-om-buffering-end"] = "data-om-buffering-end"
+    """Event kind: always `data-om-buffering-end`."""
     data: BufferingEndData
+    """The event's fields (spec §11; omstream's additions are optional)."""
 
 
 class BufferingFailed(EventEnvelope):
     """A background cycle failed; the threshold path will observe synchronously."""
 
     type: Literal["data-om-buffering-failed"] = "data-om-buffering-failed"
+    """Event kind: always `data-om-buffering-failed`."""
     data: BufferingFailedData
+    """The event's fields (spec §11; omstream's additions are optional)."""
 
 
 class Activation(EventEnvelope):
     """Buffered observations (one event per chunk) or a buffered reflection became active."""
 
     type: Literal["data-om-activation"] = "data-om-activation"
+    """Event kind: always `data-om-activation`."""
     data: ActivationData
+    """The event's fields (spec §11; omstream's additions are optional)."""
 
 
 class ThreadUpdate(EventEnvelope):
     """An observer cycle retitled the thread."""
 
     type: Literal["data-om-thread-update"] = "data-om-thread-update"
+    """Event kind: always `data-om-thread-update`."""
     data: ThreadUpdateData
+    """The event's fields (spec §11; omstream's additions are optional)."""
 
 
 class ResultIgnored(EventEnvelope):
     """A model result that arrived for a head that no longer waits for it (late or duplicate)."""
 
     type: Literal["om-result-ignored"] = "om-result-ignored"
+    """Event kind: always `om-result-ignored`."""
     data: ResultIgnoredData
+    """The event's fields (spec §11; omstream's additions are optional)."""
 
 
 class TemporalGapData(WireModel):
     """A reminder inserted before a user message that follows a long silence (spec §14)."""
 
     marker_id: str
+    """The reminder's message id in the context window (`__temporal_gap_<messageId>`)."""
     precedes_message_id: str
+    """The user message that follows the silence."""
     gap_text: str
+    """The silence in words (`3 hours later`)."""
     gap_ms: Count
-    timestamp: str  # "01/15/2026, 2:30 PM PST"
+    """The silence, in milliseconds."""
+    timestamp: str
+    """The time of the following message as shown to the agent (`01/15/2026, 2:30 PM PST`)."""
     timestamp_ms: Count
-    contents: str  # "<gapText> — <timestamp>", what the agent sees inside <system-reminder>
+    """The time of the following message, in unix milliseconds; the reminder sorts 1 ms before it."""
+    contents: str
+    """What the agent reads inside `<system-reminder>`: `<gapText> — <timestamp>`."""
 
 
 class TemporalGap(EventEnvelope):
     """`temporalMarkers`: clients render it inline; the context window shows it to the agent."""
 
     type: Literal["om-temporal-gap"] = "om-temporal-gap"
+    """Event kind: always `om-temporal-gap`."""
     data: TemporalGapData
+    """The event's fields (spec §11; omstream's additions are optional)."""
 
 
 class MemoryDeletedData(WireModel):
     reason: Literal["thread-deleted", "resource-deleted"]
+    """What deleted it: `thread-deleted` or `resource-deleted` command."""
     generation_count: Count
+    """The memory's generation when it was deleted."""
 
 
 class MemoryDeleted(EventEnvelope):
     """The memory was deleted on request; projections drop it (an omstream event)."""
 
     type: Literal["om-memory-deleted"] = "om-memory-deleted"
+    """Event kind: always `om-memory-deleted`."""
     data: MemoryDeletedData
+    """The event's fields (spec §11; omstream's additions are optional)."""
 
 
 #: Any record of `<ns>.events`, told apart by `type`.

@@ -36,64 +36,113 @@ JobTrigger = Literal["manual", "turn-sync", "async-buffer"]
 
 
 class ChatMessage(WireModel):
+    """One message of a model request."""
+
     role: Literal["system", "user", "assistant"]
+    """Who speaks: the prompt (`system`), the input (`user`) or an earlier answer (`assistant`)."""
     content: str
+    """The message text."""
 
 
 class Usage(WireModel):
+    """What the provider reported the call cost."""
+
     input_tokens: Count | None = None
+    """Prompt size, in tokens. Absent when the provider did not report it."""
     output_tokens: Count | None = None
+    """Answer size, in tokens. Absent when the provider did not report it."""
     total_tokens: Count | None = None
+    """Prompt and answer together, in tokens. Absent when the provider did not report it."""
 
 
 class ModelJob(WireModel):
     """One model request, complete: a model agent needs nothing else to run it."""
 
     type: Literal["model-job"] = "model-job"
+    """Record kind: always `model-job`."""
     schema_version: int = SCHEMA_VERSION
+    """The wire-format version of the job. Absent means the current version."""
     kind: JobKind
+    """What the call is for: `observe`, `reflect` (blocking), `buffer`, `buffer-reflection`
+    (background) or `extract` (an extractor's follow-up)."""
     cycle_id: NonEmptyStr
+    """The cycle the job belongs to; its events and result carry the same id."""
     memory_key: NonEmptyStr
+    """The memory the job is for (`thread:<threadId>` or `resource:<resourceId>`); the result is
+    keyed by it."""
     thread_id: NonEmptyStr
-    # The head the request was computed against; the result is applied only to this head.
+    """The thread whose step or command started the job."""
     generation: Count
+    """The memory's generation (number of reflections so far) the request was built on; a result
+    for another generation is ignored."""
     cursor: str | None = None
+    """The memory's cursor when the request was built: the `createdAt` (ISO-8601) of the newest
+    observed message. Absent before the first observation."""
     model: NonEmptyStr
+    """The model to call, as litellm names it (`openai/gpt-4o-mini`)."""
     messages: tuple[ChatMessage, ...]
+    """The complete prompt, in order."""
     settings: dict[str, Any] = {}
+    """Model settings (`temperature`, `maxOutputTokens`, ...), passed to litellm. Empty when none."""
     provider_options: dict[str, Any] | None = None
-    # Models to try, in order, when `model` keeps failing.
+    """Per-provider options keyed by provider (`{"google": {"thinkingConfig": ...}}`). Absent
+    when none."""
     fallbacks: tuple[NonEmptyStr, ...] | None = None
+    """Models to try, in order, when `model` keeps failing. Absent when there are none."""
     request_hash: NonEmptyStr
+    """SHA-256 (hex) of model, messages, settings, provider options and fallbacks: equal requests
+    may share one cached result."""
     created_at: Timestamp
+    """When the fold emitted the job, ISO-8601 (event time)."""
     trigger: JobTrigger | None = None
+    """Why the job exists: `manual` command, `turn-sync` threshold, or `async-buffer`. Absent on
+    jobs from builds that did not record it."""
     input_tokens: Count | None = None
+    """The size of what is being observed or reflected, in tokens. Absent when not counted."""
 
 
 class ModelResult(WireModel):
     """A model agent's answer to one job: the output, or the error after the last attempt."""
 
     type: Literal["model-result"] = "model-result"
+    """Record kind: always `model-result`."""
     schema_version: int = SCHEMA_VERSION
+    """The wire-format version of the result. Absent means the current version."""
     kind: JobKind
+    """The kind of the job answered (see `model-job`)."""
     cycle_id: NonEmptyStr
+    """The `cycleId` of the job answered."""
     memory_key: NonEmptyStr
+    """The memory key of the job answered; the result is keyed by it."""
     thread_id: NonEmptyStr
+    """The thread of the job answered."""
     request_hash: NonEmptyStr
+    """The `requestHash` of the job answered."""
     ok: bool
+    """True when the model answered (`output`), false when the last attempt failed (`error`)."""
     output: str | None = None
+    """The model's answer text. Absent when the call failed."""
     error: str | None = None
-    # What kind of failure `error` is (for example `timeout`, `rate-limited`), and its HTTP
-    # status when there was one (429, 500, ...).
+    """Why the call failed (message, `HTTP <status>`, provider error; at most 2 000 characters).
+    Absent when it succeeded."""
     error_code: str | None = None
+    """What kind of failure `error` is (for example `timeout`, `rate-limited`). Absent when the
+    call succeeded or the failure has no code."""
     error_status: int | None = Field(default=None, ge=100, le=599)
-    # The model that answered (after any fallback), as litellm names it.
+    """The HTTP status of the failure (429, 500, ...). Absent when it succeeded or there was no
+    HTTP response."""
     model: NonEmptyStr
+    """The model that answered (after any fallback), as litellm names it."""
     attempts: Count = 1
+    """How many calls were made, retries and fallbacks included. Absent means 1."""
     usage: Usage | None = None
+    """Token usage the provider reported. Absent when it reported none."""
     provider_metadata: dict[str, Any] | None = None
+    """Provider details of the call (for example `litellm.provider`). Absent when none."""
     started_at: Timestamp
+    """When the first attempt started, ISO-8601 (wall clock of the model agent)."""
     completed_at: Timestamp
+    """When the last attempt ended, ISO-8601 (wall clock of the model agent)."""
 
 
 def request_hash(model: str, messages: Sequence[ChatMessage], settings: dict[str, Any], *,

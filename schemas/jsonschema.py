@@ -9,7 +9,8 @@ the contract a producer must meet (and what we write always meets it, since ever
 write is decoded by the same models).  Two adjustments make them stricter than pydantic's raw
 output and closer to the wire: `type` is required wherever it tells records apart (except on a
 message, which `decode_input` assumes when `type` is missing), and the per-property titles pydantic
-derives from names ("Threadid") are dropped as noise.
+derives from names ("Threadid") are dropped as noise.  Every property has a `description`: the
+docstring under its field (`use_attribute_docstrings`), unwrapped to one line per paragraph.
 
 Output is deterministic (sorted keys, two-space indent, trailing newline), so a fresh export of
 unchanged models is byte-identical to the committed files.
@@ -76,6 +77,11 @@ def schema_id(name: str) -> str:
     return f"urn:omstream:schema:v{SCHEMA_VERSION}:{name}"
 
 
+def _unwrap(text: str) -> str:
+    """A field docstring as one line per paragraph: its line breaks are source layout only."""
+    return "\n\n".join(" ".join(paragraph.split()) for paragraph in text.split("\n\n"))
+
+
 def _tidy(node: Any) -> None:
     """Require discriminating `type`s and drop per-property titles, everywhere in `node`."""
     if isinstance(node, dict):
@@ -84,6 +90,8 @@ def _tidy(node: Any) -> None:
             for prop in properties.values():
                 if isinstance(prop, dict):
                     prop.pop("title", None)
+                    if isinstance(prop.get("description"), str):
+                        prop["description"] = _unwrap(prop["description"])
             kind = properties.get("type")
             if isinstance(kind, dict) and ("const" in kind or "pattern" in kind) \
                     and node.get("title") not in _TYPE_OPTIONAL:

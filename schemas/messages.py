@@ -53,31 +53,48 @@ class _Part(WireModel):
     """
 
     provider_options: dict[str, Any] | None = None
+    """Per-provider hints, keyed by provider (for example `{"openai": {"imageDetail": "low"}}`);
+    passed through unchanged. Absent when there are none."""
     provider_metadata: dict[str, Any] | None = None
+    """Provider and framework metadata, keyed by provider. `mastra.tokenEstimate` pins an
+    attachment's token count; `mastra.modelOutput` on a tool result is what the model saw and is
+    preferred over `result`. Absent when there is none."""
 
 
 class TextPart(_Part):
     type: Literal["text"] = "text"
+    """Part kind: always `text`."""
     text: str
+    """The text, as the speaker wrote it."""
 
 
 class ReasoningPart(_Part):
     """The model's reasoning: counted as 0 tokens (spec §5.2), shown to the observer as `Reasoning`."""
 
     type: Literal["reasoning"] = "reasoning"
+    """Part kind: always `reasoning`."""
     text: str
+    """The model's reasoning text; never sent back to the agent."""
 
 
 class ImagePart(_Part):
     """An image as a URL, a `data:` URI or bare base64."""
 
     type: Literal["image"] = "image"
+    """Part kind: always `image`."""
     image: NonEmptyStr
+    """The image: an `http(s)` URL, a `data:` URI, or bare base64 bytes."""
     mime_type: str | None = None
+    """The image's media type (`image/png`). Absent when unknown (read from a `data:` URI or the
+    bytes when needed)."""
     filename: str | None = None
+    """The file name, shown to the observer as the image's label. Absent when unnamed."""
     width: int | None = Field(default=None, ge=1)
+    """Width in pixels, used for the token estimate. Absent when unknown (read from inline bytes)."""
     height: int | None = Field(default=None, ge=1)
+    """Height in pixels, used for the token estimate. Absent when unknown (read from inline bytes)."""
     detail: Literal["low", "high", "auto"] | None = None
+    """OpenAI image detail level, which changes its token cost. Absent means `auto`."""
 
 
 class FilePart(_Part):
@@ -87,10 +104,15 @@ class FilePart(_Part):
     model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": ["data"]}, {"required": ["url"]}]})
 
     type: Literal["file"] = "file"
+    """Part kind: always `file`."""
     data: NonEmptyStr | None = None
+    """The file's bytes, base64 (or a `data:` URI). Absent when the file is given by `url`."""
     url: NonEmptyStr | None = None
+    """Where the file is. Absent when the file is given inline as `data`."""
     mime_type: NonEmptyStr
+    """The file's media type (`application/pdf`); an `image/*` type makes it count as an image."""
     filename: str | None = None
+    """The file name, shown to the observer as the file's label. Absent when unnamed."""
 
     @model_validator(mode="after")
     def _one_source(self) -> FilePart:
@@ -105,22 +127,38 @@ ToolResultContent = Annotated[Union[TextPart, ImagePart, FilePart], Field(discri
 
 class ToolCallPart(_Part):
     type: Literal["tool-call"] = "tool-call"
+    """Part kind: always `tool-call`."""
     tool_call_id: NonEmptyStr
+    """The call's id; the `tool-result` that answers it carries the same id."""
     tool_name: NonEmptyStr
+    """The name of the tool called."""
     args: dict[str, Any] | str
+    """The call's arguments: a JSON object, or the JSON text as the model streamed it."""
 
 
 class ToolResultPart(_Part):
     """A tool's answer: a `result` value, multimodal `content`, an error, or a denial."""
 
     type: Literal["tool-result"] = "tool-result"
+    """Part kind: always `tool-result`."""
     tool_call_id: NonEmptyStr
+    """The id of the `tool-call` this result answers."""
     tool_name: NonEmptyStr
+    """The name of the tool that ran."""
     result: Any = None
+    """The tool's return value, any JSON. Absent when the tool returned nothing, failed, or was
+    denied, or when the result is given as `content`."""
     is_error: bool | None = None
+    """True when the tool failed; `error` (or `result`) then says why. Absent means it succeeded."""
     error: str | None = None
+    """The failure or denial text. Absent when the tool succeeded (a failure without text is shown
+    as `Tool execution failed`)."""
     denied: bool | None = None
+    """True when the user did not approve the call; `error` or a string `result` is the reason.
+    Absent means the call was not denied."""
     content: list[ToolResultContent] | None = None
+    """A multimodal result as text, image and file parts (images are priced as images). Absent
+    when the result is a plain `result` value."""
 
 
 class DataPart(_Part):
@@ -129,7 +167,10 @@ class DataPart(_Part):
     # A name after `data-` that starts with a word character; the class is spelled out because
     # `.` and `\s` differ between regex engines (JSON Schema users run ECMA-262 ones).
     type: Annotated[str, Field(pattern=r"^data-[A-Za-z0-9_]")]
+    """Part kind: `data-` and an application-chosen name (`data-om-status`, `data-weather`)."""
     data: Any = None
+    """The application's payload, any JSON; never shown to the agent or the observer. Absent when
+    the part carries none."""
 
 
 def _part_kind(value: Any) -> str | None:
@@ -183,7 +224,10 @@ class TokenCount(WireModel):
     """A count taken at ingest, with the name of the counter that took it."""
 
     counter: NonEmptyStr
+    """The name of the token counter that took the count (for example `tokenx`); a count by
+    another counter than the worker's is taken again."""
     count: Count
+    """The message's size, in tokens."""
 
 
 class MessageMetadata(WireModel):
@@ -192,23 +236,43 @@ class MessageMetadata(WireModel):
     model_config = ConfigDict(extra="allow")
 
     provider: str | None = None
+    """The agent's model provider for this message (`openai`); a change can activate buffered
+    observations. Absent when the producer does not say."""
     model: str | None = None
+    """The agent's model for this message (`gpt-4o`); a change can activate buffered
+    observations. Absent when the producer does not say."""
     client_token_estimate: Count | None = None
+    """The producer's own estimate of the message's size, in tokens. Absent when not given."""
 
 
 class Message(WireModel):
     """One chat message, the unit the observer compresses."""
 
     type: Literal["message"] = "message"
+    """Record kind: always `message`; may be left out (a record without `type` is a message)."""
     schema_version: int = SCHEMA_VERSION
+    """The wire-format version the producer wrote; records newer than the worker's go to the
+    dead-letter topic. Absent means the current version."""
     id: NonEmptyStr
+    """The message's id, unique in its thread; a re-sent id is ignored."""
     thread_id: NonEmptyStr
+    """The conversation the message belongs to."""
     resource_id: str | None = None
+    """The user or other owner of the thread (resource-scope memories span its threads). Absent
+    for thread-scoped memories that do not name one."""
     role: Role
+    """Who wrote the message: `user`, `assistant`, `system` or `tool`."""
     content: Content
+    """The message: a string, or a list of typed parts (text, image, file, tool-call,
+    tool-result, reasoning, data-*)."""
     created_at: Timestamp
+    """When the message was written, ISO-8601 with a time zone; orders the thread and dates the
+    observations."""
     metadata: MessageMetadata | None = None
+    """The agent's provider and model and other producer metadata. Absent when there is none."""
     tokens: TokenCount | None = None
+    """The token count taken at ingest. Absent when the producer did not count; the worker counts
+    then."""
 
     def text(self) -> str:
         """The message's text as the observer and token counters read it."""

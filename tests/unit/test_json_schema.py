@@ -111,6 +111,35 @@ def test_export_reports_changes_and_check_fails_on_stale_files(tmp_path, capsys)
     assert main(["schema", "export", "--out", str(tmp_path), "--check"]) == 0
 
 
+def _undescribed(node: Any, path: str) -> list[str]:
+    """The paths of the properties under `node` (nested objects and `$defs` included) that have
+    no description."""
+    missing: list[str] = []
+    if isinstance(node, dict):
+        properties = node.get("properties")
+        if isinstance(properties, dict):
+            missing += [f"{path}/properties/{name}" for name, prop in properties.items()
+                        if not (isinstance(prop, dict) and str(prop.get("description", "")).strip())]
+        for key, value in node.items():
+            missing += _undescribed(value, f"{path}/{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            missing += _undescribed(value, f"{path}/{i}")
+    return missing
+
+
+def test_every_property_of_every_committed_schema_has_a_description() -> None:
+    missing = [path for file in sorted(DEFAULT_DIR.glob("*.json"))
+               for path in _undescribed(json.loads(file.read_text(encoding="utf-8")), file.name)]
+    assert not missing, "properties without a description (add a docstring under the field):\n" + "\n".join(missing)
+
+
+def test_the_description_check_finds_a_missing_description() -> None:
+    schema = {"properties": {"a": {"description": "x"}, "b": {"type": "string"}},
+              "$defs": {"D": {"properties": {"c": {"description": " "}}}}}
+    assert _undescribed(schema, "s.json") == ["s.json/properties/b", "s.json/$defs/D/properties/c"]
+
+
 # --- the documented fields (product docs, "stream data parts"; spec §11) ----------------------
 # type -> (required fields, optional fields), exactly as documented.
 DOCUMENTED: dict[str, tuple[str, str]] = {
