@@ -26,6 +26,7 @@ class ProjectionFeed:
         self.settings = settings
         self.projection = projection or ContextProjection(time_zone=settings.om.time_zone)
         self.changed = asyncio.Condition()
+        self.ready = False  # True once every partition is assigned and read from the start
         self._consumer = None
 
     async def start(self) -> None:
@@ -41,6 +42,7 @@ class ProjectionFeed:
         self._consumer.assign(parts)
         await self._consumer.seek_to_beginning(*parts)
         self._events_topic = topics.events
+        self.ready = True
 
     async def stop(self) -> None:
         if self._consumer is not None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -20,7 +22,16 @@ from omstream.settings import Settings
 
 from .feed import ProjectionFeed
 
-__all__ = ["build_web_app", "serve"]
+__all__ = ["ListenError", "build_web_app", "serve"]
+
+
+class ListenError(OSError):
+    """The server could not listen on the configured address; `in_use` when the port is taken."""
+
+    def __init__(self, host: str, port: int, cause: OSError) -> None:
+        self.host, self.port = host, port
+        self.in_use = cause.errno == errno.EADDRINUSE
+        super().__init__(cause.errno, f"cannot listen on {host}:{port} ({cause.strerror or cause})")
 
 
 def build_web_app(feed: ProjectionFeed) -> web.Application:
@@ -28,7 +39,9 @@ def build_web_app(feed: ProjectionFeed) -> web.Application:
 
     @routes.get("/healthz")
     async def health(_: web.Request) -> web.Response:
-        return web.json_response({"ok": True, "threads": len(feed.projection.threads)})
+        # 503 until the feed reads the topics: a window served before that would be empty.
+        return web.json_response({"ok": feed.ready, "threads": len(feed.projection.threads)},
+                                 status=200 if feed.ready else 503)
 
     @routes.get("/threads")
     async def threads(_: web.Request) -> web.Response:
@@ -57,20 +70,31 @@ def build_web_app(feed: ProjectionFeed) -> web.Application:
     return app
 
 
-async def serve(settings: Settings) -> None:
-    """Run the projection feed and the HTTP server until cancelled."""
+async def serve(settings: Settings, on_ready: Callable[[str], None] | None = None) -> None:
+    """Run the projection feed and the HTTP server until cancelled.
+
+    The port is bound first, so a taken one fails before any broker round trip (`ListenError`);
+    `on_ready(url)` is called once the server listens and the feed reads the topics.
+    """
     feed = ProjectionFeed(settings)
-    await feed.start()
-    task = asyncio.create_task(feed.run())
     runner = web.AppRunner(build_web_app(feed))
     await runner.setup()
-    site = web.TCPSite(runner, settings.web_host, settings.web_port)
-    await site.start()
+    task: asyncio.Task | None = None
     try:
+        site = web.TCPSite(runner, settings.web_host, settings.web_port)
+        try:
+            await site.start()
+        except OSError as exc:
+            raise ListenError(settings.web_host, settings.web_port, exc) from None
+        await feed.start()
+        task = asyncio.create_task(feed.run())
+        if on_ready is not None:
+            on_ready(f"http://{settings.web_host}:{settings.web_port}")
         await task
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await runner.cleanup()
         await feed.stop()

@@ -11,13 +11,20 @@
     om config check [FILE]     validate observationalMemory options; print the resolved values
     om simulate CONV.jsonl     the engine over a conversation file, without a broker
     om observe|reflect THREAD  manual cycles, through the control topic
+
+`--config` and `--log-level` go before or after the command (`om --config X worker` or
+`om worker --config X`); `om simulate --config` names its observationalMemory options.
+A settings mistake, an unknown thread, a taken port or an unreachable broker ends the command
+with exit status 1 and one line per problem on stderr, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -30,7 +37,15 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 def _settings(args: argparse.Namespace):
     from .settings import load_settings
 
-    return load_settings(args.config)
+    settings = load_settings(args.config)
+    if getattr(args, "port", None) is not None:
+        settings = replace(settings, web_port=args.port)
+    return settings
+
+
+def _fail(args: argparse.Namespace, reason: str) -> int:
+    print(f"om {args.command}: {reason}", file=sys.stderr)
+    return 1
 
 
 # --- broker -----------------------------------------------------------------------------------
@@ -91,17 +106,22 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from omstream.projections.web import serve
+    from omstream.projections.web import ListenError, serve
 
     from .logs import setup_logging
+    from .processes import port_in_use
 
-    setup_logging(args.log_level.upper())
     settings = _settings(args)
-    print(f"serving on http://{settings.web_host}:{settings.web_port}", flush=True)
+    setup_logging(args.log_level.upper())
     try:
-        asyncio.run(serve(settings))
+        # Announced only once the port is bound and the feed reads the topics.
+        asyncio.run(serve(settings, on_ready=lambda url: print(f"serving on {url}", flush=True)))
     except KeyboardInterrupt:
         pass
+    except ListenError as exc:
+        if exc.in_use:
+            return _fail(args, port_in_use(exc.port, "web_port", "--port"))
+        return _fail(args, f"{exc.strerror}; check omstream.web_host / OM_WEB_HOST")
     return 0
 
 
@@ -192,12 +212,17 @@ def cmd_tail(args: argparse.Namespace) -> int:
 def cmd_simulate(args: argparse.Namespace) -> int:
     from omstream.schemas.config import load_om_config
 
-    from .settings import read_config_file
+    from .settings import SettingsError, file_problems, read_config_file
     from .simulate import run
 
+    # Its own --config (args.options) names the options; else the global one.  Their mistakes
+    # are settings problems (exit 1, see main); a bad conversation file is exit 2.
+    options = args.options or args.config
+    data = read_config_file(Path(options)) if options else True
+    if file_problems(data):
+        raise SettingsError(file_problems(data))
+    om = load_om_config(data)
     try:
-        options = args.options or args.config
-        om = load_om_config(read_config_file(Path(options)) if options else True)
         summary = run(Path(args.conversation), om, out=args.out, parity=args.parity,
                       measured_time=args.measured_time, timeline=args.timeline)
     except (OSError, ValueError) as exc:
@@ -229,38 +254,42 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    """Exit 0 with the resolved options as JSON, or 1 with one `path: problem` line per error."""
+    """Exit 0 with the resolved options as JSON, or 1 with one `path: problem` line per error:
+    of the file, its [omstream] table, its observationalMemory options and the OM_* variables."""
     import os
-
-    import yaml
 
     from omstream.schemas.config import OmConfigError, load_om_config
 
-    from .settings import read_config_file
+    from .settings import SettingsError, env_problems, file_problems, read_config_file
 
     path = args.file or args.config or os.environ.get("OM_CONFIG")
     if not path:
-        print("om config check: name a file (or use --config / $OM_CONFIG)", file=sys.stderr)
-        return 1
+        return _fail(args, "name a file (or use --config / $OM_CONFIG)")
+    data = read_config_file(Path(path))
+    problems = file_problems(data) + env_problems()
     try:
-        om = load_om_config(read_config_file(Path(path)))
+        om = load_om_config(data)
     except OmConfigError as exc:
-        for problem in exc.problems:
-            print(problem, file=sys.stderr)
-        return 1
-    except (OSError, ValueError, yaml.YAMLError) as exc:
-        print(f"{path}: {exc}", file=sys.stderr)
-        return 1
+        problems += exc.problems
+    if problems:
+        raise SettingsError(problems)
     print(orjson.dumps(om.resolved().to_json(), option=orjson.OPT_INDENT_2).decode())
     return 0
 
 
 def cmd_manual(args: argparse.Namespace) -> int:
-    """`om observe` / `om reflect`: a command record on `<ns>.control`; the worker acts on it."""
-    from .client import OmClient
+    """`om observe` / `om reflect`: a command record on `<ns>.control`; the worker acts on it.
+
+    Only for a thread the log knows: the worker would otherwise start an empty memory for a
+    misspelt id, and the command would seem to do nothing."""
+    from .client import OmClient, known_thread
+
+    settings = _settings(args)
+    if not asyncio.run(known_thread(settings, args.thread, args.resource)):
+        return _fail(args, unknown_thread(settings, args.thread, args.resource))
 
     async def send() -> None:
-        async with OmClient(_settings(args)) as client:
+        async with OmClient(settings) as client:
             if args.command == "observe":
                 await client.observe(args.thread, resource_id=args.resource, request_id=args.request_id)
             else:
@@ -272,6 +301,14 @@ def cmd_manual(args: argparse.Namespace) -> int:
     return 0
 
 
+def unknown_thread(settings, thread: str, resource: str | None) -> str:
+    """Why a thread is unknown, and where to look."""
+    reason = f"unknown thread {thread!r} in namespace {settings.namespace!r}: no message was sent to it"
+    if settings.om.scope == "resource" and resource is None:
+        return reason + " (in resource scope, name its resource with --resource)"
+    return reason + " (check the id, and omstream.namespace / OM_NAMESPACE)"
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
@@ -280,38 +317,92 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(_settings(args), EXAMPLES / "demo-conversation.jsonl", stay=not args.exit)
 
 
+# --- errors -----------------------------------------------------------------------------------
+def _known_failure(args: argparse.Namespace, exc: Exception) -> list[str] | None:
+    """The lines to print for an error a user can fix, or None for a bug (kept as a traceback)."""
+    from aiokafka.errors import KafkaConnectionError
+
+    from omstream.infra.broker import BrokerError
+    from omstream.schemas.config import OmConfigError
+
+    from .settings import SettingsError
+
+    if isinstance(exc, (SettingsError, OmConfigError)):
+        return [str(problem) for problem in exc.problems]
+    if isinstance(exc, KafkaConnectionError):
+        return [f"om {args.command}: cannot reach the Kafka broker at {_bootstrap(args)}: start it "
+                "with `om broker start`, or set omstream.bootstrap / OM_BOOTSTRAP"]
+    if isinstance(exc, BrokerError):
+        return [f"om {args.command}: {exc}"]
+    return None
+
+
+def _bootstrap(args: argparse.Namespace) -> str:
+    from .settings import load_settings
+
+    try:
+        return load_settings(args.config).bootstrap
+    except ValueError:
+        return "the configured address"
+
+
+# Commands that log like a server; the others are short clients that report their own errors.
+SERVERS = {"worker", "serve"}
+
+
 # --- parser -----------------------------------------------------------------------------------
+CONFIG_HELP = "settings file (.toml, .yaml, .json); default $OM_CONFIG"
+LOG_LEVELS = ["debug", "info", "warning", "error"]
+
+
+def _global_options(*, config: bool = True) -> argparse.ArgumentParser:
+    """The global options again, for after a command.  SUPPRESS: given only before the command,
+    the top-level value stays (argparse copies every sub-parser default over it otherwise)."""
+    common = argparse.ArgumentParser(add_help=False)
+    if config:
+        common.add_argument("--config", default=argparse.SUPPRESS, help=CONFIG_HELP)
+    common.add_argument("--log-level", default=argparse.SUPPRESS, choices=LOG_LEVELS)
+    return common
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="om", description="omstream: Observational Memory on Kafka.")
-    parser.add_argument("--config", help="settings file (.toml, .yaml, .json); default $OM_CONFIG")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.add_argument("--config", help=CONFIG_HELP)
+    parser.add_argument("--log-level", default="info", choices=LOG_LEVELS)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common, no_config = _global_options(), _global_options(config=False)
 
-    p = sub.add_parser("demo", help="run broker, worker and web with the demo conversation (offline)")
+    def command(name: str, **kwargs) -> argparse.ArgumentParser:
+        # simulate has a --config of its own (its options file), so only --log-level there.
+        return commands.add_parser(name, parents=[no_config if name == "simulate" else common], **kwargs)
+
+    p = command("demo", help="run broker, worker and web with the demo conversation (offline)")
     p.add_argument("--exit", action="store_true", help="stop everything once the demo has been shown")
+    p.add_argument("--port", type=int, help="web server port (default: omstream.web_port)")
     p.set_defaults(func=cmd_demo)
 
-    p = sub.add_parser("broker", help="the local Kafka broker (resolved from Maven Central)")
+    p = command("broker", help="the local Kafka broker (resolved from Maven Central)")
     p.add_argument("action", choices=["start", "stop", "status", "jars"])
     p.set_defaults(func=cmd_broker)
 
-    p = sub.add_parser("topics", help="create the namespace's topics with their configs")
+    p = command("topics", help="create the namespace's topics with their configs")
     p.add_argument("action", choices=["create"])
     p.set_defaults(func=cmd_topics)
 
-    p = sub.add_parser("worker", help="run the Faust worker (fold and model agents)")
+    p = command("worker", help="run the Faust worker (fold and model agents)")
     p.set_defaults(func=cmd_worker)
 
-    p = sub.add_parser("serve", help="serve context windows over HTTP")
+    p = command("serve", help="serve context windows over HTTP")
+    p.add_argument("--port", type=int, help="port (default: omstream.web_port)")
     p.set_defaults(func=cmd_serve)
 
-    p = sub.add_parser("produce", help="send chat messages from a JSON-lines file")
+    p = command("produce", help="send chat messages from a JSON-lines file")
     p.add_argument("file", help="one message per line: {threadId, role, content, createdAt, ...}")
     p.set_defaults(func=cmd_produce)
 
     for name, text in (("observe", "observe a thread's unobserved messages now"),
                        ("reflect", "reflect a thread's observations now")):
-        p = sub.add_parser(name, help=text)
+        p = command(name, help=text)
         p.add_argument("thread", help="thread id")
         p.add_argument("--resource", help="resource id (needed in resource scope)")
         p.add_argument("--request-id", help="idempotency key: a command re-sent with it applies once")
@@ -319,7 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--prompt", help="guidance for the reflector (SPECIFIC GUIDANCE)")
         p.set_defaults(func=cmd_manual)
 
-    p = sub.add_parser("simulate", help="run the engine over a conversation file, without a broker")
+    p = command("simulate", help="run the engine over a conversation file, without a broker")
     p.add_argument("conversation", help="JSON lines: {threadId, resourceId?, role, content, createdAt, id?}")
     # Its own dest, so `om --config FILE simulate ...` keeps working too.
     p.add_argument("--config", dest="options", help="observationalMemory options (JSON, TOML or YAML)")
@@ -331,20 +422,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep the model calls' measured durations (the log is then not reproducible)")
     p.set_defaults(func=cmd_simulate)
 
-    p = sub.add_parser("schema", help="JSON Schema files of every wire type")
+    p = command("schema", help="JSON Schema files of every wire type")
     p.add_argument("action", choices=["export"])
     p.add_argument("--out", type=Path, help="output directory (default: schemas/json/ of the repository)")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the files differ")
     p.set_defaults(func=cmd_schema)
 
-    p = sub.add_parser("config", help="check observationalMemory options and show the resolved values")
+    p = command("config", help="check observationalMemory options and show the resolved values")
     p.add_argument("action", choices=["check"], help="check: print the resolved options as JSON "
                    "(exit 0), or every error as `option: problem and fix` on stderr (exit 1)")
     p.add_argument("file", nargs="?", help="JSON, TOML or YAML: a settings file, "
                    "{observationalMemory: {...}}, the bare options, or true/false (default: --config)")
     p.set_defaults(func=cmd_config)
 
-    p = sub.add_parser("tail", help="print lifecycle events as they happen")
+    p = command("tail", help="print lifecycle events as they happen")
     p.add_argument("--thread", help="only this thread")
     p.add_argument("--from-beginning", action="store_true", help="start at the first event")
     p.add_argument("--json", action="store_true", help="print the raw JSON records")
@@ -356,7 +447,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    aiokafka_log = logging.getLogger("aiokafka")
+    level = aiokafka_log.level
+    if args.command not in SERVERS and args.log_level != "debug":
+        # A client's connection retries are aiokafka ERROR records; the command says what failed.
+        aiokafka_log.setLevel(logging.CRITICAL)
+    try:
+        return int(args.func(args) or 0)
+    except Exception as exc:
+        lines = _known_failure(args, exc)
+        if lines is None:
+            raise
+        for line in lines:
+            print(line, file=sys.stderr)
+        return 1
+    finally:
+        aiokafka_log.setLevel(level)
 
 
 if __name__ == "__main__":

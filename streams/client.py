@@ -15,17 +15,25 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime, timezone
 from types import TracebackType
 
-from omstream.schemas.codec import encode
-from omstream.schemas.control import ControlRecord, ObserveRequested, ReflectRequested, StepStarted, TurnEnded
+from omstream.schemas.codec import decode_input, encode
+from omstream.schemas.control import (
+    ControlRecord,
+    ObserveRequested,
+    ReflectRequested,
+    ResourceDeleted,
+    StepStarted,
+    ThreadDeleted,
+    TurnEnded,
+)
 from omstream.schemas.messages import Message, TokenCount
 from omstream.engine.fold import memory_key
 from omstream.engine.tokens import count_message, get_counter
 
 from .conversation import turns
 from .settings import Settings
-from .topics import Topics
+from .topics import Topics, partitions_of
 
-__all__ = ["OmClient"]
+__all__ = ["OmClient", "known_thread"]
 
 
 class OmClient:
@@ -128,3 +136,54 @@ class OmClient:
         """Write bytes as they are (for tools and tests of the dead-letter path)."""
         assert self._producer is not None, "use OmClient as an async context manager"
         await self._producer.send_and_wait(topic, value, key=key)
+
+
+async def known_thread(settings: Settings, thread_id: str, resource_id: str | None = None) -> bool:
+    """Whether an agent sent a message to the thread (since it was last deleted, if it was).
+
+    The log is the truth, so no worker or web server needs to run: this reads, from the start,
+    the one partition of `<ns>.messages` and `<ns>.control` that holds the thread's memory key
+    (the producer's default partitioner, as in `send_messages`), and decodes only the records
+    with that key.  A namespace without topics knows no thread.
+    """
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.partitioner import DefaultPartitioner
+
+    topics = Topics(settings.namespace)
+    key = memory_key(settings.om, thread_id, resource_id).encode()
+    layout = await partitions_of(settings.bootstrap, [topics.messages, topics.control])
+    if not layout.get(topics.messages):
+        return False
+    partition = DefaultPartitioner()(key, layout[topics.messages], None)
+    parts = [TopicPartition(name, partition) for name in (topics.messages, topics.control)
+             if partition in layout.get(name, [])]
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None,
+                                enable_auto_commit=False)
+    await consumer.start()
+    try:
+        consumer.assign(parts)
+        await consumer.seek_to_beginning(*parts)
+        ends = await consumer.end_offsets(parts)
+        marks: list[tuple[int, bool]] = []  # (timestamp, True for a message, False for a deletion)
+        while any(await consumer.position(tp) < ends[tp] for tp in parts):
+            batch = await consumer.getmany(*parts, timeout_ms=1000)
+            for records in batch.values():
+                marks += [(r.timestamp, mark) for r in records if r.key == key
+                          for mark in [_thread_mark(r.value, thread_id)] if mark is not None]
+    finally:
+        await consumer.stop()
+    # The latest mark decides; a message in the same millisecond as a deletion counts as later.
+    latest = max(marks, default=None)
+    return latest is not None and latest[1]
+
+
+def _thread_mark(value: bytes | None, thread_id: str) -> bool | None:
+    """True for a message of the thread, False for its deletion, None for anything else."""
+    record = decode_input(value)
+    if isinstance(record, Message):
+        return True if record.thread_id == thread_id else None
+    if isinstance(record, ThreadDeleted) and record.thread_id == thread_id:
+        return False
+    if isinstance(record, ResourceDeleted) and record.thread_id in (None, thread_id):
+        return False
+    return None

@@ -16,7 +16,7 @@ import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
-from .processes import local_broker, start_child, stop_child
+from .processes import busy_ports, local_broker, start_child, stop_child
 from .settings import Settings
 
 __all__ = ["run_demo"]
@@ -39,6 +39,15 @@ def run_demo(settings: Settings, conversation: Path, *, stay: bool) -> int:
     from .conversation import read_conversation
     from .topics import ensure_topics
 
+    broker = local_broker(settings)
+    owned_broker = broker.pid() is None
+    # Before anything starts: a taken port would otherwise surface minutes later as a worker or
+    # web server that never comes up (or a stranger answering on the web port).
+    busy = busy_ports(settings, broker=owned_broker)
+    for reason in busy:
+        print(reason, file=sys.stderr)
+    if busy:
+        return 1
     # Ctrl-C or SIGTERM stops what the demo started, even when a shell that started it in the
     # background left SIGINT ignored.
     signal.signal(signal.SIGINT, _interrupt)
@@ -46,8 +55,6 @@ def run_demo(settings: Settings, conversation: Path, *, stay: bool) -> int:
     # A fresh namespace per run: the broker keeps earlier runs' logs, and a demo must show its own.
     settings = replace(settings, namespace=f"{settings.namespace}-{time.strftime('%Y%m%d-%H%M%S')}")
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    broker = local_broker(settings)
-    owned_broker = broker.pid() is None
     print("1/5 resolving Kafka from Maven Central and starting the broker ...", flush=True)
     if owned_broker:
         broker.start()

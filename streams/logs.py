@@ -7,7 +7,11 @@ from datetime import datetime, timezone
 
 import orjson
 
-__all__ = ["JsonFormatter", "logging_config", "setup_logging"]
+__all__ = ["CoordinatorNotReadyFilter", "JsonFormatter", "logging_config", "setup_logging"]
+
+# aiokafka logs every failed coordinator lookup at ERROR and retries; on a fresh broker the
+# group coordinator is "not available" for the first seconds, which is expected, not an error.
+COORDINATOR_LOGGER = "aiokafka.consumer.group_coordinator"
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
 
@@ -26,12 +30,32 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(entry, default=str).decode()
 
 
+class CoordinatorNotReadyFilter(logging.Filter):
+    """Turns aiokafka's "Group Coordinator Request failed: ... CoordinatorNotAvailable" into a
+    DEBUG record (dropped unless the logger is at DEBUG); every other record passes as it is."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self._coordinator_not_ready(record):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+    @staticmethod
+    def _coordinator_not_ready(record: logging.LogRecord) -> bool:
+        from aiokafka.errors import GroupCoordinatorNotAvailableError
+
+        return (record.levelno > logging.DEBUG and str(record.msg).startswith("Group Coordinator Request failed")
+                and any(isinstance(a, GroupCoordinatorNotAvailableError) for a in (record.args or ())))
+
+
 def logging_config(level: str = "INFO") -> dict:
     return {
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"json": {"()": JsonFormatter}},
+        "filters": {"coordinator_not_ready": {"()": CoordinatorNotReadyFilter}},
         "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json"}},
+        "loggers": {COORDINATOR_LOGGER: {"filters": ["coordinator_not_ready"]}},
         "root": {"handlers": ["stderr"], "level": level},
     }
 

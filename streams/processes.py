@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from omstream.infra.broker import Broker
 
 from .settings import Settings
 
-__all__ = ["local_broker", "start_child", "stop_child"]
+__all__ = ["busy_ports", "local_broker", "port_free", "port_in_use", "start_child", "stop_child"]
 
 
 def local_broker(settings: Settings) -> Broker:
@@ -26,13 +27,42 @@ def local_broker(settings: Settings) -> Broker:
                   controller_port=settings.controller_port)
 
 
+def port_free(host: str, port: int) -> bool:
+    """Whether a server could listen on host:port now.  SO_REUSEADDR, as Kafka's and aiohttp's
+    listeners use it, so a closed connection in TIME_WAIT does not count as taken."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def port_in_use(port: int, setting: str, option: str | None = None) -> str:
+    """The one-line reason and fix for a taken port; `setting` is the [omstream] key."""
+    fixes = [f"OM_{setting.upper()}", f"omstream.{setting}", *([option] if option else [])]
+    return f"port {port} is in use: stop what holds it or set {' / '.join(fixes)}"
+
+
+def busy_ports(settings: Settings, *, broker: bool) -> list[str]:
+    """The reasons `om demo` cannot listen where configured: the web port, and the broker's
+    ports when it would start the broker itself."""
+    wanted = [(settings.web_host, settings.web_port, "web_port", "--port")]
+    if broker:
+        wanted += [("127.0.0.1", settings.broker_port, "broker_port", None),
+                   ("127.0.0.1", settings.controller_port, "controller_port", None)]
+    return [port_in_use(port, setting, option) for host, port, setting, option in wanted
+            if not port_free(host, port)]
+
+
 def start_child(settings: Settings, command: str, log: Path) -> subprocess.Popen:
     """`om <command>` with the same settings, output appended to `log`."""
     args = [sys.executable, "-m", "omstream.cli"]
     if settings.config_file:
         args += ["--config", str(settings.config_file)]
     env = {**os.environ, "OM_DATA_DIR": str(settings.data_dir), "OM_NAMESPACE": settings.namespace,
-           "PYTHONUNBUFFERED": "1"}
+           "OM_WEB_PORT": str(settings.web_port), "PYTHONUNBUFFERED": "1"}
     with open(log, "ab") as out:
         return subprocess.Popen([*args, command], stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=env, start_new_session=True)

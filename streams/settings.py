@@ -13,22 +13,36 @@ A file holds two tables, read by the worker, the web server and the CLI alike::
 Environment variables override the file: `OM_NAMESPACE`, `OM_BOOTSTRAP`, `OM_PARTITIONS`,
 `OM_DATA_DIR`, `OM_WEB_HOST`, `OM_WEB_PORT`, `OM_BROKER_PORT`, `OM_CONTROLLER_PORT`,
 `OM_MODEL_RETRIES`, `OM_RETRY_BASE_MS`, `OM_MODEL_CONCURRENCY`, and `OM_CONFIG` names the file.
+When `bootstrap` is set nowhere, it follows `broker_port` (the local broker `om` starts).
+
+Every mistake is reported, all at once, as a `SettingsError` whose `problems` are
+`path: problem` lines: `omstream.brokr: unknown key (did you mean 'broker_port'?)`,
+`OM_PARTITIONS: expected an integer, got 'x'`, or the option errors of `observationalMemory`.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
+import re
 import tomllib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from omstream.schemas.config import OmConfig, load_om_config
+from omstream.schemas.config import OmConfig, OmConfigError, Problem, load_om_config
 
-__all__ = ["Settings", "load_settings", "read_config_file"]
+__all__ = ["Settings", "SettingsError", "env_problems", "file_problems", "load_settings",
+           "read_config_file"]
+
+ENV_PREFIX = "OM_"
+CONFIG_ENV = "OM_CONFIG"
+RUNTIME_TABLE = "omstream"
+OPTIONS_TABLES = ("observationalMemory", "observational_memory")
 
 
 @dataclass(frozen=True)
@@ -52,48 +66,201 @@ class Settings:
         return f"omstream-{self.namespace}"
 
 
-def read_config_file(path: Path) -> dict[str, Any]:
-    text = path.read_text()
+class SettingsError(ValueError):
+    """The settings cannot be used; `problems` has one `path: problem` line per mistake."""
+
+    def __init__(self, problems: Iterable[Problem]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(map(str, self.problems)))
+
+
+# The keys of [omstream] and their kinds ("om" and "config_file" are not set there).
+_KINDS: dict[str, str] = {f.name: str(f.type) for f in fields(Settings) if f.name not in ("om", "config_file")}
+_KIND_WORDS = {"int": "an integer", "float": "a number", "str": "a string", "Path": "a path (a string)"}
+# Kafka's legal topic characters: the namespace prefixes every topic name.
+_NAMESPACE = re.compile(r"[A-Za-z0-9._-]{1,200}")
+
+
+def _one_line(text: str, limit: int = 240) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _parse(path: Path, text: str) -> Any:
     if path.suffix == ".toml":
         return tomllib.loads(text)
     if path.suffix in (".yaml", ".yml"):
         data = yaml.safe_load(text)  # an empty file is no settings; a bare `false` stays false
         return {} if data is None else data
-    if path.suffix == ".json":
-        return json.loads(text)
-    raise ValueError(f"{path}: use a .toml, .yaml/.yml or .json configuration file")
+    return json.loads(text)
 
 
-def _coerce(name: str, raw: str) -> Any:
-    kind = {f.name: f.type for f in fields(Settings)}[name]
-    if kind == "int":
-        return int(raw)
-    if kind == "float":
-        return float(raw)
-    if kind in ("Path", "Path | None"):
-        return Path(raw)
-    return raw
+def read_config_file(path: Path) -> Any:
+    """The parsed file; a `SettingsError` naming the file if it cannot be read or parsed."""
+    path = Path(path)
+    if path.suffix not in (".toml", ".yaml", ".yml", ".json"):
+        raise SettingsError([Problem(str(path), "use a .toml, .yaml/.yml or .json configuration file")])
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise SettingsError([Problem(str(path), "no such file")]) from None
+    except IsADirectoryError:
+        raise SettingsError([Problem(str(path), "is a directory, not a settings file")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        raise SettingsError([Problem(str(path), f"cannot be read ({_one_line(reason)})")]) from None
+    try:
+        return _parse(path, text)
+    except (tomllib.TOMLDecodeError, yaml.YAMLError, json.JSONDecodeError) as exc:
+        kind = {".toml": "TOML", ".json": "JSON"}.get(path.suffix, "YAML")
+        raise SettingsError([Problem(str(path), f"not valid {kind}: {_one_line(exc)}")]) from None
 
 
-def load_settings(path: str | Path | None = None, env: dict[str, str] | None = None) -> Settings:
-    env = dict(os.environ if env is None else env)
-    path = path or env.get("OM_CONFIG")
+def _guess(word: str, choices: Iterable[str]) -> str:
+    near = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
+def _from_file(kind: str, value: Any) -> Any:
+    """A file value of the key's kind; raises ValueError with the problem otherwise."""
+    ok = {
+        "int": isinstance(value, int) and not isinstance(value, bool),
+        "float": isinstance(value, (int, float)) and not isinstance(value, bool),
+    }.get(kind, isinstance(value, str))
+    if not ok:
+        raise ValueError(f"expected {_KIND_WORDS[kind]}, got {value!r}")
+    return {"float": float, "Path": Path}.get(kind, lambda v: v)(value)
+
+
+def _from_text(kind: str, raw: str) -> Any:
+    """An environment value of the key's kind; raises ValueError with the problem otherwise."""
+    try:
+        return {"int": int, "float": float, "Path": Path}.get(kind, str)(raw)
+    except ValueError:
+        raise ValueError(f"expected {_KIND_WORDS[kind]}, got {raw!r}") from None
+
+
+def _out_of_range(name: str, value: Any) -> str | None:
+    """Why a well-typed value still cannot work, or None."""
+    if name == "namespace" and not _NAMESPACE.fullmatch(value):
+        return f"use letters, digits, '.', '_' or '-' (it prefixes every topic name), got {value!r}"
+    if name == "bootstrap":
+        for server in value.split(","):
+            host, _, port = server.strip().rpartition(":")
+            if not host or not port.isdigit():
+                return f"expected host:port (several separated by commas), got {value!r}"
+    if name.endswith("_port") and not 1 <= value <= 65535:
+        return f"expected a port number from 1 to 65535, got {value!r}"
+    if name in ("partitions", "model_concurrency") and value < 1:
+        return f"must be at least 1, got {value!r}"
+    if name in ("model_retries", "retry_base_ms") and value < 0:
+        return f"must not be negative, got {value!r}"
+    if name == "web_host" and not value:
+        return "must not be empty"
+    return None
+
+
+def _checked(name: str, raw: Any, convert) -> Any:
+    value = convert(_KINDS[name], raw)
+    problem = _out_of_range(name, value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _runtime_values(table: Any) -> tuple[dict[str, Any], list[Problem]]:
+    """The typed values of an [omstream] table, and its problems."""
+    if not isinstance(table, Mapping):
+        return {}, [Problem(RUNTIME_TABLE, f"must be a table of settings, got {table!r}")]
     values: dict[str, Any] = {}
-    om: dict[str, Any] | bool | None = None
+    problems: list[Problem] = []
+    for key, raw in table.items():
+        path = f"{RUNTIME_TABLE}.{key}"
+        if key not in _KINDS:
+            problems.append(Problem(path, f"unknown key{_guess(str(key), _KINDS)}"))
+            continue
+        try:
+            values[key] = _checked(key, raw, _from_file)
+        except ValueError as exc:
+            problems.append(Problem(path, str(exc)))
+    return values, problems
+
+
+def _env_values(env: Mapping[str, str]) -> tuple[dict[str, Any], list[Problem]]:
+    """The typed `OM_*` overrides, and their problems (a misspelt name is one)."""
+    names = {f"{ENV_PREFIX}{key.upper()}": key for key in _KINDS}
+    values: dict[str, Any] = {}
+    problems: list[Problem] = []
+    for var in sorted(v for v in env if v.startswith(ENV_PREFIX) and v != CONFIG_ENV):
+        if var not in names:
+            problems.append(Problem(var, f"unknown variable{_guess(var, [*names, CONFIG_ENV])}; unset it"))
+            continue
+        try:
+            values[names[var]] = _checked(names[var], env[var], _from_text)
+        except ValueError as exc:
+            problems.append(Problem(var, str(exc)))
+    return values, problems
+
+
+def _table_problems(data: Mapping) -> list[Problem]:
+    """Top-level names other than the two tables (a bare option here would be ignored)."""
+    known = (RUNTIME_TABLE, *OPTIONS_TABLES)
+    return [Problem(str(key), f"unknown table{_guess(str(key), known)}; a settings file holds "
+                    f"[{RUNTIME_TABLE}] and [{OPTIONS_TABLES[0]}]")
+            for key in data if key not in known]
+
+
+def file_problems(data: Any) -> list[Problem]:
+    """What is wrong with a settings file's tables and its [omstream] table.
+
+    A value without an [omstream] or [observationalMemory] table is not a settings file (it may
+    be bare observationalMemory options, which `load_om_config` checks): no problems here.
+    """
+    if not isinstance(data, Mapping) or not any(k in data for k in (RUNTIME_TABLE, *OPTIONS_TABLES)):
+        return []
+    return _table_problems(data) + _runtime_values(data.get(RUNTIME_TABLE, {}))[1]
+
+
+def env_problems(env: Mapping[str, str] | None = None) -> list[Problem]:
+    """What is wrong with the `OM_*` environment variables."""
+    return _env_values(dict(os.environ if env is None else env))[1]
+
+
+def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """The settings of the file (`path`, else `$OM_CONFIG`, else none) and the environment.
+
+    Raises `SettingsError` listing every problem of the file, its tables and the environment.
+    """
+    env = dict(os.environ if env is None else env)
+    path = path or env.get(CONFIG_ENV)
+    values: dict[str, Any] = {}
+    problems: list[Problem] = []
+    options: Any = None
     if path:
         data = read_config_file(Path(path))
-        runtime = data.get("omstream", {})
-        unknown = set(runtime) - {f.name for f in fields(Settings)} - {"om"}
-        if unknown:
-            raise ValueError(f"{path}: unknown [omstream] settings {sorted(unknown)}")
-        values.update({k: _coerce(k, str(v)) if k == "data_dir" else v for k, v in runtime.items()})
-        om = data.get("observationalMemory", data.get("observational_memory"))
+        if not isinstance(data, Mapping):
+            raise SettingsError([Problem(str(path), (
+                f"a settings file holds an [{RUNTIME_TABLE}] and an [{OPTIONS_TABLES[0]}] table, "
+                f"not {data!r}"))])
+        problems += _table_problems(data)
+        file_values, found = _runtime_values(data.get(RUNTIME_TABLE, {}))
+        values.update(file_values)
+        problems += found
+        options = data.get(OPTIONS_TABLES[0], data.get(OPTIONS_TABLES[1]))
         values["config_file"] = Path(path)
-    for f in fields(Settings):
-        raw = env.get(f"OM_{f.name.upper()}")
-        if raw is not None and f.name not in ("om", "config_file"):
-            values[f.name] = _coerce(f.name, raw)
-    settings = replace(Settings(), **values, om=load_om_config(om))
+    env_values, found = _env_values(env)
+    values.update(env_values)
+    problems += found
+    try:
+        om = load_om_config(options)
+    except OmConfigError as exc:
+        problems += exc.problems
+    if problems:
+        raise SettingsError(problems)
+    if "bootstrap" not in values and "broker_port" in values:
+        # The clients must find the broker `om broker start` runs on the configured port.
+        values["bootstrap"] = f"127.0.0.1:{values['broker_port']}"
+    settings = replace(Settings(), **values, om=om)
     if settings.config_file and not settings.data_dir.is_absolute():
         settings = replace(settings, data_dir=(Path.cwd() / settings.data_dir))
     return settings

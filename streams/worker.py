@@ -24,7 +24,7 @@ import orjson
 
 from omstream.schemas.codec import DecodeFailure, decode_input, decode_job, encode
 from omstream.schemas.control import ResourceDeleted
-from omstream.schemas.jobs import ModelResult
+from omstream.schemas.jobs import ModelJob, ModelResult
 from omstream.engine.fold import EngineConfig, fold, memory_key, new_state
 from omstream.engine.state import MemoryState
 from omstream.models.calls import RetryPolicy, warm_up
@@ -33,7 +33,7 @@ from omstream.models.hooks import Hooks, run_job_with_hooks
 from .settings import Settings
 from .topics import Topics
 
-__all__ = ["build_app", "dead_letter"]
+__all__ = ["build_app", "dead_letter", "log_model_call"]
 
 log = logging.getLogger("omstream.worker")
 
@@ -54,6 +54,19 @@ async def send_all(app: faust.App, records: list[tuple[str, bytes, bytes]]) -> N
     futures = [await app.producer.send(topic, key, value, partition=None, timestamp=None, headers=None)
                for topic, key, value in records]
     await asyncio.gather(*futures)
+
+
+def log_model_call(job: ModelJob, result: ModelResult) -> None:
+    """INFO for an answer; WARNING for a failed call (after its retries and fallbacks), with its
+    error code and status, since the cycle then fails and the memory keeps its messages raw."""
+    fields = {"cycle": job.cycle_id, "kind": job.kind, "model": job.model, "ok": result.ok,
+              "attempts": result.attempts, "answered": result.model}
+    if result.ok:
+        log.info("model call", extra=fields)
+        return
+    log.warning("model call failed: %s", result.error_code or "error", extra={
+        **fields, "errorCode": result.error_code, "errorStatus": result.error_status,
+        "error": (result.error or "")[:300]})
 
 
 def _load_state(raw: bytes | None) -> MemoryState | None:
@@ -150,9 +163,7 @@ def build_app(settings: Settings) -> faust.App:
                 await reject(message, "invalid", f"invalid model job: {exc}")
                 continue
             result = await run_job_with_hooks(job, policy, hooks)
-            log.info("model call", extra={"cycle": job.cycle_id, "kind": job.kind, "model": job.model,
-                                          "ok": result.ok, "attempts": result.attempts,
-                                          "answered": result.model, "errorCode": result.error_code})
+            log_model_call(job, result)
             await send_all(app, [(topics.results, job.memory_key.encode(), encode(result))])
 
     app.om_state_table = state_table  # type: ignore[attr-defined]
