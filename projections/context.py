@@ -40,7 +40,7 @@ from omstream.schemas.base import iso
 from omstream.schemas.messages import Message
 from omstream.projections.chat import ChatMessage, chat_messages
 from omstream.engine.dates import add_relative_time_to_observations
-from omstream.engine.observations import append_observations, split_chunks
+from omstream.engine.observations import append_observations, continue_chunk, split_chunks
 
 __all__ = [
     "CONTINUATION",
@@ -208,6 +208,8 @@ class ThreadView:
     last_seq: int = 0
     events: int = 0
     cycles: int = 0
+    # The last observation activation marker applied: (seq, activatedAt, cursor).
+    last_activation: tuple[int, Any, str | None] | None = None
     # The newest event time seen for this thread: the window's "now".
     clock: datetime | None = None
     # The zone the observer's calendar dates were written in (the transcript's zone).
@@ -334,7 +336,7 @@ class ContextProjection:
         elif event.type == "data-om-activation" and data.operation_type == "observation":
             view.cycles += 1
             view.observed.update(data.activated_message_ids)
-            view.observations = append_observations(view.observations, data.observations or "", data.cursor)
+            view.observations = _apply_activation(view, event)
             view.cursor = data.cursor
             view.current_task = view.suggested_response = None
         elif event.type == "data-om-activation":  # a buffered reflection became the new generation
@@ -345,6 +347,21 @@ class ContextProjection:
         elif event.type == "om-memory-deleted":
             self.threads.pop(event.thread_id, None)
         return True
+
+
+def _apply_activation(view: ThreadView, event: Any) -> str:
+    """The log after one chunk's activation marker.
+
+    An activation appends one boundary and then its chunks' texts (spec §3.4) but sends one
+    marker per chunk (§6.4 step 7), back to back with the same time and cursor: a marker that
+    directly follows one of the same activation continues its chunk of the log.
+    """
+    data = event.data
+    previous, view.last_activation = view.last_activation, (event.seq, data.activated_at, data.cursor)
+    text = data.observations or ""
+    if previous == (event.seq - 1, data.activated_at, data.cursor):
+        return continue_chunk(view.observations, text)
+    return append_observations(view.observations, text, data.cursor)
 
 
 def temporal_gap_message(event: Any) -> Message:

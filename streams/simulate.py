@@ -121,8 +121,12 @@ def summary(sim: Simulation) -> dict[str, Any]:
     }
 
 
-def format_timeline(events: Iterable[Any]) -> list[str]:
-    """Status and cycle lines in the shape of the scenarios' recorded timelines."""
+def format_timeline(events: Iterable[Any], *, buffering_end: bool = False) -> list[str]:
+    """Status and cycle lines in the shape of the scenarios' recorded timelines.
+
+    The recordings have no `buffering-end` line (a background cycle ends outside any step);
+    `buffering_end=True` adds one per stored chunk or reflection.
+    """
     lines = []
     for event in events:
         d = event.data
@@ -133,7 +137,7 @@ def format_timeline(events: Iterable[Any]) -> list[str]:
                 f"{'status':<19}step={d.step_number} "
                 f"msgs={w.active.messages.tokens}/{w.active.messages.threshold} "
                 f"obs={w.active.observations.tokens}/{w.active.observations.threshold} "
-                f"bufObs={bo.chunks}ch/{bo.observation_tokens}t({bo.status}) "
+                f"bufObs={bo.chunks}ch/{bo.message_tokens}t({bo.status}) "
                 f"proj={bo.projected_message_removal} "
                 f"bufRefl={br.input_observation_tokens}->{br.observation_tokens}({br.status}) "
                 f"gen={d.generation_count}")
@@ -151,13 +155,13 @@ def format_timeline(events: Iterable[Any]) -> list[str]:
                 f"tokensAttempted={d.tokens_attempted} error={d.error!r}")
         elif event.type == "data-om-buffering-start":
             lines.append(f"{'buffering-start':<19}{d.operation_type} tokensToBuffer={d.tokens_to_buffer}")
-        elif event.type == "data-om-buffering-end":
+        elif event.type == "data-om-buffering-end" and buffering_end:
             lines.append(f"{'buffering-end':<19}{d.operation_type} tokensBuffered={d.tokens_buffered} "
                          f"bufferedTokens={d.buffered_tokens}")
         elif event.type == "data-om-activation":
-            lines.append(f"{'activation':<19}{d.operation_type} tokensActivated={d.tokens_activated} "
-                         f"observationTokens={d.observation_tokens} messages={d.messages_activated} "
-                         f"by={d.triggered_by} gen={d.generation_count}")
+            lines.append(f"{'activation':<19}{d.operation_type} chunks={d.chunks_activated} "
+                         f"tokensActivated={d.tokens_activated} observationTokens={d.observation_tokens} "
+                         f"messages={d.messages_activated} gen={d.generation_count} by={d.triggered_by}")
     return lines
 
 

@@ -9,7 +9,8 @@ agent loop) in the original's order::
             at blockAfter (or the threshold when buffering is off), observe blocking
             cross a buffer interval: start a background observation
             after anything changed the log: reflect if due
-    last:   data-om-status
+    last:   data-om-status, then the background observation's buffering-start (the status
+            already counts it as running; the original's recordings show this order)
 
 A blocking cycle (observe, reflect) holds the memory's later inputs until its result arrives; the
 check then resumes where it stopped, so `data-om-status` reports the settled windows, after the
@@ -59,7 +60,7 @@ from .activation import (
     resolve_activation_ttl,
     to_epoch_ms,
 )
-from .observations import append_observations
+from .observations import CHUNK_SEPARATOR, append_observations
 from .parsing import ObserverOutput, parse_observer_output
 from .prompts import (
     observer_system_prompt,
@@ -76,7 +77,7 @@ from .reflection_plan import (
     merge_buffered_reflection,
     plan_reflection,
 )
-from .state import BufferedChunk, BufferedReflection, Cycle, Generation, PendingMessage
+from .state import BufferedChunk, BufferedReflection, Cycle, Generation, MemoryState, PendingMessage
 from .step import Step
 from .thresholds import (
     BufferCandidate,
@@ -86,7 +87,7 @@ from .thresholds import (
     should_trigger_buffer,
 )
 from .tokens import count_messages
-from .transcript import AttachmentNumbers, TranscriptLine, render_transcript
+from .transcript import SIGNAL, AttachmentNumbers, TranscriptLine, render_transcript
 from .truncation import truncate_observations
 
 __all__ = ["check", "manual_observe", "manual_reflect", "on_result", "emit_status"]
@@ -171,6 +172,9 @@ def emit_status(step: Step, now: datetime, step_number: int | None) -> None:
         windows=windows, record_id=step.record_id, thread_id=state.thread_id,
         step_number=step_number, generation_count=state.generation,
     ), now)
+    # The processor persists the count it reported: the next activation plans against it.
+    step.update(pending_message_tokens=pending)
+    step.flush_after_status()
 
 
 # --- model jobs -------------------------------------------------------------------------------
@@ -235,8 +239,9 @@ def _blocking_result(step: Step, cycle: Cycle, result: ModelResult) -> None:
 # --- observation ------------------------------------------------------------------------------
 def _transcript(messages: tuple[PendingMessage, ...], time_zone: str) -> str:
     numbers = AttachmentNumbers()  # [Image #n] / [File #n] count from 1 in every observer call
+    # A signal line has no time of its own: the reader takes the previous line's (spec §14).
     return render_transcript(
-        (TranscriptLine(m.created_at, title, numbers.fill(title, body))
+        (TranscriptLine(None if title == SIGNAL else m.created_at, title, numbers.fill(title, body))
          for m in messages
          for title, body in (m.lines if m.lines is not None
                              else ((m.role.capitalize() if m.title is None else m.title, m.text),))),
@@ -293,14 +298,20 @@ def _start_observation(step: Step, now: datetime, step_number: int | None, *, tr
     step.update(in_flight=cycle)
 
 
-def _failed(step: Step, cycle: Cycle, operation: str, error: str, done: datetime, duration: int,
-            *, background: bool = False) -> None:
-    cls, data = (BufferingFailed, BufferingFailedData) if background else (ObservationFailed, ObservationFailedData)
-    step.emit(cls, data(
+def _failure(step: Step, cycle: Cycle, operation: str, error: str, done: datetime, duration: int,
+             *, background: bool) -> BufferingFailedData | ObservationFailedData:
+    data = BufferingFailedData if background else ObservationFailedData
+    return data(
         cycle_id=cycle.cycle_id, operation_type=operation, failed_at=done, duration_ms=duration,
         tokens_attempted=cycle.tokens, error=error[:2000], record_id=step.record_id,
         thread_id=step.state.thread_id,
-    ), done)
+    )
+
+
+def _failed(step: Step, cycle: Cycle, operation: str, error: str, done: datetime, duration: int,
+            *, background: bool = False) -> None:
+    cls = BufferingFailed if background else ObservationFailed
+    step.emit(cls, _failure(step, cycle, operation, error, done, duration, background=background), done)
 
 
 def _read_observer(result: ModelResult) -> ObserverOutput | str:
@@ -343,14 +354,20 @@ def _observation_result(step: Step, cycle: Cycle, result: ModelResult, done: dat
     resume(step, done, "observe", cycle.step_number)
 
 
-def _observe_messages(step: Step, message_ids: tuple[str, ...], text: str, cursor: datetime) -> None:
-    """Append `text` to the log and retire the messages it covers (one home for both paths)."""
+def _observe_messages(step: Step, message_ids: tuple[str, ...], text: str, cursor: datetime,
+                      *, added_tokens: int | None = None) -> None:
+    """Append `text` after one boundary line and retire the messages it covers (both paths).
+
+    Spec §3.4: a blocking observation recounts the whole log; an activation adds its chunks'
+    own token counts (`added_tokens`), the boundary line costing nothing.
+    """
     state, config = step.state, step.config
     covered = set(message_ids)
     joined = append_observations(state.observations, text, iso(cursor))
+    tokens = config.counter.count(joined) if added_tokens is None else state.observation_tokens + added_tokens
     step.update(
         observations=joined,
-        observation_tokens=config.counter.count(joined),
+        observation_tokens=tokens,
         cursor=cursor if state.cursor is None or cursor > state.cursor else state.cursor,
         pending=tuple(m for m in state.pending if m.id not in covered),
         # A chunk whose messages are observed some other way is superseded.
@@ -366,7 +383,8 @@ def _commit_observation(step: Step, cycle: Cycle, parsed: ObserverOutput, done: 
     cursor = max(m.created_at for m in state.pending if m.id in covered)
     _observe_messages(step, cycle.message_ids, parsed.observations, cursor)
     step.update(current_task=parsed.current_task, suggested_response=parsed.suggested_response,
-                cycles_completed=state.cycles_completed + 1, buffer_boundary=0)
+                cycles_completed=state.cycles_completed + 1, buffer_boundary=0,
+                pending_message_tokens=0)
     step.emit(ObservationEnd, ObservationEndData(
         cycle_id=cycle.cycle_id, operation_type="observation", completed_at=done,
         duration_ms=duration, tokens_observed=cycle.tokens,
@@ -411,7 +429,8 @@ def start_buffer(step: Step, now: datetime, *, skip_minimum: bool) -> None:
     cycle = Cycle(cycle_id=step.next_cycle_id(), kind="buffer",
                   message_ids=tuple(m.id for m in candidates), tokens=tokens, started_at=now,
                   generation=state.generation, trigger="async-buffer")
-    step.emit(BufferingStart, BufferingStartData(
+    # Running from now on (the step's status says so), announced after that status (Step).
+    step.emit_after_status(BufferingStart, BufferingStartData(
         cycle_id=cycle.cycle_id, operation_type="observation", started_at=now,
         tokens_to_buffer=tokens, record_id=step.record_id, thread_id=state.thread_id,
         thread_ids=(state.thread_id,), config=step.config.marker_config(state),
@@ -419,7 +438,8 @@ def start_buffer(step: Step, now: datetime, *, skip_minimum: bool) -> None:
     job = _job(step, cycle, _observer_request(step, candidates, buffered=True), reflector=False,
                trigger="async-buffer", input_tokens=tokens)
     if isinstance(job, str):
-        _failed(step, cycle, "observation", job, now, 0, background=True)
+        step.emit_after_status(BufferingFailed, _failure(step, cycle, "observation", job, now, 0,
+                                                         background=True), now)
         return
     step.jobs.append(job)
     step.update(buffering=cycle)
@@ -475,24 +495,26 @@ def _activate(step: Step, now: datetime, *, checked: bool, actor_model: str | No
     if not state.chunks:
         return
     o = config.resolved.observation
-    pending = step.pending_tokens
     threshold = config.message_threshold(state)
     ttl = resolve_activation_ttl(o.activate_after_idle, actor_model)
     trigger = "threshold"
     if checked:
+        # Whether to activate is decided on the live count (spec §6.4 step 3) ...
         trigger = activation_trigger(
-            has_chunks=True, pending_tokens=pending, threshold=threshold, now=now,
+            has_chunks=True, pending_tokens=step.pending_tokens, threshold=threshold, now=now,
             last_activity_at=state.last_activity_at, idle_ttl_ms=ttl,
             activate_on_provider_change=o.activate_on_provider_change,
             actor_model=actor_model, last_model=state.last_model)
         if trigger is None:
             return
+    # ... how much, on the count the previous step persisted (step 5).
+    current = _persisted_pending(state)
     plan = plan_activation(
         [Chunk(c.cycle_id, c.message_tokens, c.tokens, c.message_ids) for c in state.chunks],
-        retention_floor=config.retention_floor(state), pending_tokens=pending,
-        force_max=force_max_activation(pending, o.block_after))
+        retention_floor=config.retention_floor(state), pending_tokens=current,
+        force_max=force_max_activation(current, o.block_after))
     chosen = state.chunks[:plan.chunk_count]
-    step.update(chunks=state.chunks[plan.chunk_count:])
+    _swap_in(step, chosen)
     details = {}
     if trigger == "ttl" and state.last_activity_at is not None:
         idle = to_epoch_ms(now) - to_epoch_ms(state.last_activity_at)
@@ -500,8 +522,8 @@ def _activate(step: Step, now: datetime, *, checked: bool, actor_model: str | No
                    "ttl_expired_ms": max(0, int(idle - (ttl or 0)))}
     elif trigger == "provider_change":
         details = {"previous_model": state.last_model, "current_model": actor_model}
+    # One marker per activated chunk (spec §6.4 step 7), all naming the cursor after the swap.
     for chunk in chosen:
-        _observe_messages(step, chunk.message_ids, chunk.observations, chunk.last_observed_at)
         step.emit(Activation, ActivationData(
             cycle_id=chunk.cycle_id, operation_type="observation", activated_at=now,
             chunks_activated=1, tokens_activated=chunk.message_tokens,
@@ -513,7 +535,24 @@ def _activate(step: Step, now: datetime, *, checked: bool, actor_model: str | No
         ), now)
     # Activated chunks carry no hints: the stored ones are cleared (spec §6.4 step 8).
     step.update(current_task=None, suggested_response=None, buffer_boundary=0,
-                cycles_completed=step.state.cycles_completed + len(chosen))
+                cycles_completed=step.state.cycles_completed + len(chosen),
+                pending_message_tokens=plan.remaining_tokens)
+
+
+def _persisted_pending(state: MemoryState) -> int:
+    """`currentPending` of spec §6.4 step 5: the record's pending count as the previous step
+    left it, or, when it is 0, the message tokens of all buffered chunks."""
+    return state.pending_message_tokens or sum(c.message_tokens for c in state.chunks)
+
+
+def _swap_in(step: Step, chosen: tuple[BufferedChunk, ...]) -> None:
+    """Spec §3.4: one boundary stamped with the last chunk's cursor, then the chunks' texts
+    separated by blank lines; the log's token count grows by the chunks' own counts."""
+    step.update(chunks=step.state.chunks[len(chosen):])
+    _observe_messages(
+        step, tuple(mid for c in chosen for mid in c.message_ids),
+        CHUNK_SEPARATOR.join(c.observations for c in chosen), chosen[-1].last_observed_at,
+        added_tokens=sum(c.tokens for c in chosen))
 
 
 # --- reflection (spec §6.7, §6.8, §8.3) -------------------------------------------------------
@@ -641,7 +680,8 @@ def _new_generation(step: Step, text: str, at: datetime, **changes: object) -> N
                           observation_tokens=state.observation_tokens, ended_at=at)
     step.update(generation=state.generation + 1, observations=text,
                 observation_tokens=config.counter.count(text), history=(*state.history, finished),
-                buffered_reflection=None, reflection_buffering=None, **changes)
+                buffered_reflection=None, reflection_buffering=None, pending_message_tokens=0,
+                **changes)
     step.observations_changed = False
 
 

@@ -53,7 +53,7 @@ from .state import MemoryState, PendingMessage
 from .step import EngineConfig, Folded, Rejected, Step
 from .temporal import TimedMessage, plan_temporal_gap
 from .tokens import Counter, count_message
-from .transcript import message_lines
+from .transcript import SIGNAL, message_lines
 
 __all__ = ["EngineConfig", "Folded", "Input", "Rejected", "fold", "memory_key", "new_state"]
 
@@ -206,8 +206,9 @@ def _on_message(step: Step, message: Message, *, released: bool = False) -> None
     if not released and _is_duplicate(step, message):
         return
     now = step.now(message.created_at)
+    marker = None
     if message.role == "user" and step.config.resolved.temporal_markers:
-        _insert_temporal_marker(step, message)
+        marker = _temporal_marker(step, message)
     counter = step.config.counter
     pending = PendingMessage(
         id=message.id, role=message.role, created_at=message.created_at, text=message.text(),
@@ -215,7 +216,8 @@ def _on_message(step: Step, message: Message, *, released: bool = False) -> None
         lines=message_lines(message, counter.count),
         calls=_tool_ids(message, "tool-call"), answers=_tool_ids(message, "tool-result"),
     )
-    step.update(pending=(*step.state.pending, pending))
+    # The marker follows the message it was made for, in the observer's history (spec §14).
+    step.update(pending=(*step.state.pending, pending, *((marker,) if marker else ())))
     if message.role == "assistant":
         step.update(last_activity_at=message.created_at,
                     last_model=_actor_model(message) or step.state.last_model)
@@ -229,8 +231,8 @@ def _tool_ids(message: Message, part_type: str) -> tuple[str, ...]:
     return tuple(p.tool_call_id for p in message.content if p.type == part_type)
 
 
-def _insert_temporal_marker(step: Step, message: Message) -> None:
-    """A gap of ten minutes or more before a user message becomes a marker line (spec §14)."""
+def _temporal_marker(step: Step, message: Message) -> PendingMessage | None:
+    """The marker for a gap of ten minutes or more before a user message (spec §14), if any."""
     def timed(message_id: str, at: datetime) -> TimedMessage:
         ms = round(at.timestamp() * 1000)
         return TimedMessage(message_id, ms, ms)
@@ -242,18 +244,18 @@ def _insert_temporal_marker(step: Step, message: Message) -> None:
     timeline.append(timed(message.id, message.created_at))
     gap = plan_temporal_gap(timeline, message.id, ZoneInfo(step.config.om.time_zone))
     if gap is None:
-        return
-    contents = f"<system-reminder>{gap.contents}</system-reminder>"
-    # The observer reads a title-less "(time): gapText" line; the agent reads the reminder.
-    marker = PendingMessage(
-        id=gap.marker_id, role="user", created_at=message.created_at - timedelta(milliseconds=1),
-        text=gap.gap_text, title="", tokens=step.config.counter.count(contents),
-    )
-    step.update(pending=(*step.state.pending, marker))
+        return None
     step.emit(TemporalGap, TemporalGapData(
         marker_id=gap.marker_id, precedes_message_id=gap.precedes_message_id, gap_text=gap.gap_text,
         gap_ms=gap.gap_ms, timestamp=gap.timestamp, timestamp_ms=gap.timestamp_ms,
         contents=gap.contents), message.created_at)
+    # The agent reads a system-reminder dated just before the message (its token count); the
+    # observer reads a time-less `Signal: <gapText> — <timestamp>` line right after it.
+    reminder = f"<system-reminder>{gap.contents}</system-reminder>"
+    return PendingMessage(
+        id=gap.marker_id, role="user", created_at=message.created_at - timedelta(milliseconds=1),
+        text=gap.contents, title=SIGNAL, tokens=step.config.counter.count(reminder),
+    )
 
 
 def _memory_on(step: Step) -> bool:

@@ -21,7 +21,7 @@ class PendingMessage(_Frozen):
     created_at: datetime
     text: str
     tokens: int
-    title: str | None = None  # the transcript's line title; "" for a temporal-gap marker
+    title: str | None = None  # the transcript's line title; "Signal" for a temporal-gap marker
     # A message of parts: its transcript lines as (title, body), attachment placeholders still
     # to be numbered (transcript.message_lines); None renders one line, `title`/role and `text`.
     lines: tuple[tuple[str, str], ...] | None = None
@@ -111,6 +111,10 @@ class MemoryState(_Frozen):
     chunks: tuple[BufferedChunk, ...] = ()
     buffering: Cycle | None = None  # background observation in flight
     buffer_boundary: int = 0  # pending tokens when the last buffer was triggered (spec §6.2)
+    # The record's `pendingMessageTokens` (spec §3.1): the pending count the last status
+    # reported, zeroed by a blocking observation and a reflection, lowered by activation.
+    # Activation plans against it, not the live count (spec §6.4 step 5).
+    pending_message_tokens: int = 0
     reflection_buffering: Cycle | None = None  # background reflection in flight
     buffered_reflection: BufferedReflection | None = None
     history: tuple[Generation, ...] = ()

@@ -104,6 +104,8 @@ class Step:
         self.rejected: list[Rejected] = []
         # Set when this call changed the observations (a reflection check follows).
         self.observations_changed = False
+        # Events that follow the step's `data-om-status` (see `emit_after_status`).
+        self._after_status: list[tuple[type, object, datetime]] = []
 
     def update(self, **changes: object) -> None:
         self.state = self.state.model_copy(update=changes)
@@ -124,8 +126,25 @@ class Step:
         ))
         self.update(seq=seq)
 
+    def emit_after_status(self, cls: type, data: object, at: datetime) -> None:
+        """Emit once the current step has reported its status (or when the fold call ends).
+
+        A background buffer is started inside a step, so that step's status already shows it
+        running, but it announces itself (`buffering-start`) only after that status: the
+        original fires `buffer()` without awaiting it and the status goes out first, as its
+        recordings show.
+        """
+        self._after_status.append((cls, data, at))
+
+    def flush_after_status(self) -> None:
+        pending, self._after_status = self._after_status, []
+        for cls, data, at in pending:
+            self.emit(cls, data, at)
+
     def next_cycle_id(self) -> str:
-        return ids.cycle_id(self.state.memory_key, self.state.seq + 1)
+        """The id of the cycle whose start event comes next; events promised for after the
+        status count too, so two cycles started in one step never share an id."""
+        return ids.cycle_id(self.state.memory_key, self.state.seq + 1 + len(self._after_status))
 
     @property
     def record_id(self) -> str:
@@ -136,4 +155,5 @@ class Step:
         return count_messages([m.tokens for m in self.state.pending])
 
     def finish(self) -> Folded:
+        self.flush_after_status()  # no status this call (a blocking cycle started, a turn ended)
         return Folded(self.state, tuple(self.events), tuple(self.jobs), tuple(self.rejected))

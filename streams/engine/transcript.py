@@ -5,10 +5,12 @@ Messages become dated lines::
     Mar 3 2025:
     User (9:05 AM): text
     Assistant: text            <- same time as the line before, so no time label
+    Signal: 13 minutes later — 03/03/2025, 9:20 AM UTC   <- a temporal-gap marker (spec §14)
 
 The date header (short month, no comma) is written whenever the date changes; the time label is
 left out when it equals the previous line's and comes back after each new header.  Dates and
-times are rendered in the configured time zone (UTC unless set), never the host's.
+times are rendered in the configured time zone (UTC unless set), never the host's.  A `Signal`
+line has no time of its own: a reader takes the previous line's.
 
 A message of parts yields one line per part (`message_lines`, computed once at ingest):
 
@@ -58,6 +60,7 @@ from .tokens import (
 )
 
 __all__ = [
+    "SIGNAL",
     "AttachmentNumbers",
     "TranscriptLine",
     "message_lines",
@@ -69,6 +72,9 @@ __all__ = [
 
 Count = Callable[[str], int]
 
+#: The title of a temporal-gap marker's line.
+SIGNAL = "Signal"
+
 TOOL_RESULT_MAX_TOKENS = 5_000
 TOOL_ARGUMENT_MAX_TOKENS = 2_000
 ARGUMENTS_UNAVAILABLE = "[arguments unavailable]"
@@ -76,7 +82,7 @@ ARGUMENTS_UNAVAILABLE = "[arguments unavailable]"
 
 @dataclass(frozen=True, slots=True)
 class TranscriptLine:
-    created_at: datetime
+    created_at: datetime | None  # None: no time of its own (a signal), no label, no header
     title: str
     body: str
 
@@ -96,6 +102,9 @@ def render_transcript(lines: Iterable[TranscriptLine], time_zone: str = "UTC") -
     last_date: str | None = None
     last_time: str | None = None
     for line in lines:
+        if line.created_at is None:
+            out.append(f"{line.title}: {line.body}")
+            continue
         local = line.created_at.astimezone(zone)
         header = _date_header(local)
         if header != last_date:
@@ -106,7 +115,7 @@ def render_transcript(lines: Iterable[TranscriptLine], time_zone: str = "UTC") -
         clock = _clock(local)
         label = f" ({clock})" if clock != last_time else ""
         last_time = clock
-        out.append(f"{line.title}{label}: {line.body}" if line.title else f"({clock}): {line.body}")
+        out.append(f"{line.title}{label}: {line.body}")
     return "\n".join(out)
 
 

@@ -107,7 +107,7 @@ def observe(system: str, user: str, *, user_words: int = 40, assistant_words: in
             last_user = body
         elif title == "Assistant":
             bullets.append(f"* 🟡 ({time}) Assistant replied: {_words(body, assistant_words)}")
-        elif title == "":
+        elif title in ("Signal", ""):  # a temporal-gap marker, as 1.31.0 or §7.2 renders it
             bullets.append(f"* 🟢 ({time}) Signal: {body}")
     if not any(b.startswith("*") for b in bullets):
         bullets = ["* 🟢 (00:00) No new observable content"]

@@ -1,14 +1,19 @@
 """The long thread with async buffering on (0.2 / 0.8 / 1.2, reflection 0.5), in-process.
 
-No recording exists for this run; the test checks the rules instead: thresholds are met by
-activating chunks buffered in the background (no blocking observer call), every activated chunk
-was buffered first, buffered reflections become generations, and every message reaches the
-context exactly once.
+`expected-async-timeline.txt` is the original's run of it: `om simulate --parity --timeline`
+reproduces it line for line up to the first reflection activation (turn 36).  There the two
+part ways by design (normative choice 6: the buffered chunk survives the reflection, where the
+original drops it and buffers again), so beyond it the rules are checked instead: thresholds are
+met by activating chunks buffered in the background (no blocking observer call), every
+activated chunk was buffered first, buffered reflections become generations, and every message
+reaches the context exactly once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 
 import pytest
 
@@ -17,6 +22,8 @@ from omstream.schemas.config import load_om_config
 from omstream.conversation import read_conversation
 from omstream.simulate import format_timeline, parity_config, simulate
 from tests.scenarios.test_long_thread import SCENARIO
+
+EXPECTED = SCENARIO / "expected-async-timeline.txt"
 
 OPTIONS = {"observationalMemory": {
     "observation": {"model": "scripted/observer", "messageTokens": 3000},
@@ -28,6 +35,56 @@ OPTIONS = {"observationalMemory": {
 def async_run():
     om = parity_config(load_om_config(OPTIONS))
     return asyncio.run(simulate(read_conversation(SCENARIO / "conversation.jsonl"), om))
+
+
+def _recorded_config() -> dict:
+    header = next(line for line in EXPECTED.read_text().splitlines() if line.startswith("# config "))
+    options = json.loads(header.removeprefix("# config "))
+    options["observation"]["model"] = "scripted/observer"
+    options["reflection"]["model"] = "scripted/reflector"
+    return {"observationalMemory": options}
+
+
+def _recorded_lines() -> list[tuple[str, str]]:
+    """The recording's event lines, each with the turn it belongs to."""
+    lines, turn = [], ""
+    for line in EXPECTED.read_text().splitlines():
+        if line.startswith("== turn "):
+            turn = line
+        elif re.match(r"^  [a-z]", line):
+            lines.append((turn, line.strip()))
+    return lines
+
+
+def _first_difference(expected: list[tuple[str, str]], got: list[str]) -> str | None:
+    for i, (turn, line) in enumerate(expected):
+        mine = got[i] if i < len(got) else "<nothing>"
+        if mine != line:
+            return (f"line {i + 1} of the recording ({turn}) differs after {i} matching lines:\n"
+                    f"  recorded: {line}\n  omstream: {mine}")
+    return None
+
+
+def test_om_simulate_reproduces_the_recording_up_to_the_first_reflection_activation(tmp_path, capsys):
+    from omstream.cli import main
+
+    config = tmp_path / "om.json"
+    config.write_text(json.dumps(_recorded_config()))
+    assert main(["simulate", str(SCENARIO / "conversation.jsonl"), "--config", str(config),
+                 "--parity", "--timeline"]) == 0
+    got = capsys.readouterr().out.splitlines()
+    recorded = _recorded_lines()
+    swap = next(i for i, (_, line) in enumerate(recorded) if line.startswith("activation         reflection"))
+    assert recorded[swap][0].startswith("== turn 36 ")
+    difference = _first_difference(recorded[:swap + 1], got)
+    assert difference is None, difference
+    # The first difference is the designed one: the chunk buffered before the reflection is
+    # still there (the original reports `0ch/0t`, proj 0); every other window agrees.
+    status = recorded[swap + 1][1]
+    assert got[swap + 1] != status
+    same = re.sub(r"bufObs=\S+ proj=\d+", "", status)
+    assert re.sub(r"bufObs=\S+ proj=\d+", "", got[swap + 1]) == same
+    assert "bufObs=1ch/" in got[swap + 1]
 
 
 def _of(run, kind, operation=None):
@@ -49,7 +106,7 @@ def test_thresholds_are_met_by_activation_without_blocking(async_run):
 
 
 def test_an_activation_step_waits_for_no_model_call(async_run):
-    assert_activation_steps_wait_for_nothing(format_timeline(async_run.events))
+    assert_activation_steps_wait_for_nothing(format_timeline(async_run.events, buffering_end=True))
 
 
 def assert_activation_steps_wait_for_nothing(lines: list[str]) -> None:

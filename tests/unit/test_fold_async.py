@@ -150,10 +150,114 @@ def test_temporal_markers_reach_the_observer_and_the_agent():
     for i in range(3, 12):
         loop(message(i, words=40).model_copy(update={"created_at": later.created_at + timedelta(seconds=i)}))
     job = next(j for j in loop.queue if j.kind == "observe")
-    # One millisecond before its message: the minute before, title-less (spec §14, §7.2).
-    assert "\n(11:14 AM): 2 hours 15 minutes later\nUser (11:15 AM): [2]" in job.messages[1].content
+    # Right after its message, as a time-less Signal line (spec §14).
+    assert ("\nUser (11:15 AM): [2] " in job.messages[1].content
+            and "\nSignal: 2 hours 15 minutes later — 03/03/2025, 11:15 AM UTC\nAssistant: [3]"
+            in job.messages[1].content)
     projection = ContextProjection()
     for event in loop.events:
         projection.apply_event(event)
     reminder = projection.view("t1").messages[gap[0].data.marker_id]
     assert reminder.text().startswith("<system-reminder>2 hours 15 minutes later — ")
+
+
+# --- activation against the persisted pending count (spec §6.4 step 5) ------------------------
+def _two_chunks_and_a_tail(reported: int, **state_fields):
+    """Turn 2 of the long thread in numbers: chunks of 647 and 1 271 message tokens, a live
+    count of 3 161 (over the 3 000 threshold) and `reported` as the previous step's count."""
+    from omstream.engine.state import BufferedChunk, PendingMessage
+
+    def pending(i, tokens):
+        return PendingMessage(id=f"t1-m{i}", role="user" if i % 2 == 0 else "assistant",
+                              created_at=T0 + timedelta(minutes=i), text=f"[{i}]", tokens=tokens)
+
+    messages = (pending(0, 623), pending(1, 600), pending(2, 671), pending(3, 600), pending(4, 643))
+    chunks = (
+        BufferedChunk(cycle_id="c1", observations="* 🔴 (09:00) one", tokens=7, message_ids=("t1-m0",),
+                      message_tokens=647, last_observed_at=T0),
+        BufferedChunk(cycle_id="c2", observations="* 🔴 (09:01) two", tokens=9,
+                      message_ids=("t1-m1", "t1-m2"), message_tokens=1271,
+                      last_observed_at=T0 + timedelta(minutes=2)),
+    )
+    state = new_state("thread:t1", "t1", "u1").model_copy(update={
+        "pending": messages, "chunks": chunks, "pending_message_tokens": reported,
+        "seen": {m.id: "x" for m in messages}, **state_fields})
+    config = engine(3000, observation={"bufferTokens": 0.2, "bufferActivation": 0.8, "blockAfter": 1.2},
+                    checkThresholdsAt="step")
+    return fold(state, step(0, T0 + timedelta(minutes=5)), config)
+
+
+def test_activation_plans_against_the_pending_count_the_previous_step_reported():
+    # currentPending 1 894: target 1 294; two chunks (1 918) overshoot by 624 > 0.95 × 600,
+    # one chunk (647) leaves 1 247 ≥ 600, so one chunk activates, as the original does.
+    out = _two_chunks_and_a_tail(reported=1894)
+    activated = [e.data.cycle_id for e in out.events if e.type == "data-om-activation"]
+    assert activated == ["c1"]
+    assert [c.cycle_id for c in out.state.chunks] == ["c2"]
+    # The record's count is lowered by what was activated, then the status persists the live one.
+    status = [e for e in out.events if e.type == "data-om-status"][-1]
+    assert out.state.pending_message_tokens == status.data.windows.active.messages.tokens == 3161 - 623
+    # Planned against the live count (3 161) instead, both chunks would go.
+    out = _two_chunks_and_a_tail(reported=3161)
+    assert [e.data.cycle_id for e in out.events if e.type == "data-om-activation"] == ["c1", "c2"]
+
+
+def test_with_no_persisted_count_activation_plans_against_the_buffered_message_tokens():
+    # 0 persisted: currentPending = 647 + 1 271 = 1 918, target 1 318 → one chunk again.
+    out = _two_chunks_and_a_tail(reported=0)
+    assert [e.data.cycle_id for e in out.events if e.type == "data-om-activation"] == ["c1"]
+
+
+# --- the log after an activation (spec §3.4) ---------------------------------------------------
+EARLIER = "Date: Mar 2, 2025\n* 🔴 (18:00) earlier"
+
+
+def test_one_activation_appends_one_boundary_and_adds_the_chunks_token_counts():
+    from omstream.projections.context import ContextProjection, observation_context_chunks
+
+    out = _two_chunks_and_a_tail(reported=3161, observations=EARLIER, observation_tokens=50)
+    assert [e.data.cycle_id for e in out.events if e.type == "data-om-activation"] == ["c1", "c2"]
+    # One boundary, stamped with the last chunk's cursor, then the chunks a blank line apart.
+    assert out.state.observations == (
+        EARLIER + "\n\n--- message boundary (2025-03-03T09:02:00.000Z) ---\n\n"
+        + "* 🔴 (09:00) one\n\n* 🔴 (09:01) two")
+    # Added, not recounted: the boundary line costs nothing.
+    assert out.state.observation_tokens == 50 + 7 + 9
+    # The context projection rebuilds the same log from the per-chunk markers; the agent sees
+    # the activation as one observation chunk after the earlier one.
+    projection = ContextProjection()
+    projection.view("t1").observations = EARLIER
+    for event in out.events:
+        projection.apply_event(event)
+    assert projection.view("t1").observations == out.state.observations
+    assert observation_context_chunks(out.state.observations) == [
+        "Date: Mar 2, 2025\n* 🔴 (18:00) earlier", "* 🔴 (09:00) one\n\n* 🔴 (09:01) two"]
+
+
+def test_consecutive_activations_each_write_their_boundary():
+    from omstream.projections.context import ContextProjection
+
+    loop = buffered_loop(bufferActivation=1.0)
+    i = len(loop.state.seen)
+    loop(message(i, words=400))
+    out = loop(step(0, message(i).created_at, after=f"t1-m{i}"))
+    # Step 0 activates against the reported count, the threshold pipeline the rest: two
+    # activations of one chunk each (the first on an empty log needs no boundary).
+    assert len([e for e in out.events if e.type == "data-om-activation"]) == 2
+    assert loop.state.observations.count("--- message boundary") == 1
+    projection = ContextProjection()
+    for event in loop.events:
+        projection.apply_event(event)
+    assert projection.view("t1").observations == loop.state.observations
+
+
+# --- event order inside a step ------------------------------------------------------------------
+def test_a_step_reports_its_status_before_its_buffer_announces_itself():
+    loop = Loop(engine(600, observation={"bufferTokens": 0.2}, checkThresholdsAt="step"))
+    loop(message(0, words=100))
+    out = loop(step(0, message(0).created_at, after="t1-m0"))
+    assert [e.type for e in out.events] == ["data-om-status", "data-om-buffering-start"]
+    status, start = out.events
+    assert status.data.windows.buffered.observations.status == "running"  # already in flight
+    assert [e.seq for e in out.events] == [status.seq, status.seq + 1]
+    assert [j.cycle_id for j in out.jobs] == [start.data.cycle_id]

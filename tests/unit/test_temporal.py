@@ -1,10 +1,13 @@
 """Temporal gap markers (spec §14)."""
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
 
+from omstream.engine.fold import fold, new_state
+from omstream.models.scripted import observe
+from omstream.schemas.control import ObserveRequested
 from omstream.engine.temporal import (
     TimedMessage,
     format_temporal_gap,
@@ -13,6 +16,7 @@ from omstream.engine.temporal import (
     plan_temporal_gap,
     temporal_marker_id,
 )
+from tests.helpers import T0, engine, message
 
 MIN = 60_000
 HOUR = 60 * MIN
@@ -125,3 +129,39 @@ def test_no_marker_without_history_or_for_a_marker():
     assert plan_temporal_gap([msg("h1", T)], "missing") is None
     assert plan_temporal_gap([msg("h1", T), msg("__temporal_gap_z", T + DAY)], "__temporal_gap_z") is None
     assert plan_temporal_gap([msg("__temporal_gap_q", T), msg("in", T + DAY)], "in") is None
+
+
+# --- what the observer sees (§14, corrected from the 1.31.0 recordings) ------------------------
+def test_a_13_minute_gap_reads_as_a_signal_line_after_its_message_and_the_scripted_observer_reports_it():
+    """Acceptance: the observer transcript and the scripted observer's output for a 13-minute
+    gap read as in §14."""
+    config = engine(5000, temporalMarkers=True)
+    reply = message(1, words=8).model_copy(update={"created_at": T0 + timedelta(minutes=7)})
+    user = message(2, words=12).model_copy(update={"created_at": T0 + timedelta(minutes=20)})
+    state, jobs = new_state("thread:t1", "t1", "u1"), []
+    for item in (message(0, words=12), reply, user, ObserveRequested(thread_id="t1", at=user.created_at)):
+        out = fold(state, item, config)
+        state, jobs = out.state, jobs + list(out.jobs)
+    assert state.in_flight.message_ids[-2:] == ("t1-m2", "__temporal_gap_t1-m2")  # after its message
+    request = jobs[0].messages[1].content
+    history = request.split("## New Message History to Observe")[1]
+    assert "\nAssistant (9:07 AM): [1] " in history
+    assert f"\nUser (9:20 AM): {user.text()}\nSignal: 13 minutes later — 03/03/2025, 9:20 AM UTC" in history
+    answer = observe(jobs[0].messages[0].content, request).split("\n")
+    at = answer.index("* 🟢 (09:20) Signal: 13 minutes later — 03/03/2025, 9:20 AM UTC")
+    assert answer[at - 1].startswith("* 🔴 (09:20) User said: [2] ")
+
+
+def test_the_scripted_observer_reads_signal_lines_and_title_less_marker_lines():
+    history = ("## New Message History to Observe\n\nMar 3 2025:\nUser (9:20 AM): back again\n"
+               "Signal: 13 minutes later — 03/03/2025, 9:20 AM UTC\nAssistant (9:21 AM): hello\n"
+               "(9:40 AM): 19 minutes later\nTool Call search: q: \"x\"")
+    lines = observe("system", history).split("\n")
+    assert lines[1:6] == [
+        "Date: Mar 3, 2025",
+        "* 🔴 (09:20) User said: back again",
+        "* 🟢 (09:20) Signal: 13 minutes later — 03/03/2025, 9:20 AM UTC",
+        "* 🟡 (09:21) Assistant replied: hello",
+        "* 🟢 (09:40) Signal: 19 minutes later",
+    ]
+    assert lines[6] == "</observations>"  # tool lines are not reported
