@@ -2,7 +2,7 @@
 
 They are real litellm models (`scripted/observer`, `scripted/reflector`) served by a
 `litellm.CustomLLM` provider, so every call takes the same path as a hosted model.  Their
-answers are computed from the prompt by fixed rules (`shared/scenarios/README.md`): the observer
+answers are computed from the prompt by fixed rules (`tests/fixtures/scenarios/README.md`): the observer
 turns each transcript line into one bullet, the reflector shortens bullets by compression level.
 They are named "scripted" on purpose: nothing here pretends to be a language model.
 

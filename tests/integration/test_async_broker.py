@@ -75,8 +75,9 @@ def test_async_long_thread_matches_the_simulator_and_manual_cycles_work(new_env)
         "reflection": {"model": "scripted/reflector", "observationTokens": 4000},
         "tokenCounter": "tokenx"}})
     expected = asyncio.run(simulate(messages, om))
-    assert format_timeline(lifecycle) == format_timeline(expected.events), env.logs()
-    assert_activation_steps_wait_for_nothing(format_timeline(lifecycle))
+    timeline = format_timeline(lifecycle, buffering_end=True)
+    assert timeline == format_timeline(expected.events, buffering_end=True), env.logs()
+    assert_activation_steps_wait_for_nothing(timeline)
 
     observed = [e for e in manual if e.type == "data-om-observation-start"
                 and e.data.operation_type == "observation"]
