@@ -18,7 +18,7 @@ _EXPORTS = {
     "load_om_config": "omstream.schemas.config",
     "Settings": "omstream.settings",
     "load_settings": "omstream.settings",
-    "simulate": "omstream.simulate",
+    "simulate": "omstream.simulation",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from omstream.schemas.config import OmConfig, load_om_config
     from omstream.schemas.messages import Message
     from omstream.settings import Settings, load_settings
-    from omstream.simulate import simulate
+    from omstream.simulation import simulate
 
 
 def __getattr__(name: str) -> Any:

@@ -213,7 +213,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from omstream.schemas.config import load_om_config
 
     from .settings import SettingsError, file_problems, read_config_file
-    from .simulate import run
+    from .simulation import run
 
     # Its own --config (args.options) names the options; else the global one.  Their mistakes
     # are settings problems (exit 1, see main); a bad conversation file is exit 2.

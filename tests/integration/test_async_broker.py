@@ -12,7 +12,7 @@ import pytest
 from omstream.schemas.config import load_om_config
 from omstream.client import OmClient
 from omstream.conversation import read_conversation
-from omstream.simulate import format_timeline, simulate
+from omstream.simulation import format_timeline, simulate
 from tests.integration.support import EventWatcher
 from tests.scenarios.test_long_thread import SCENARIO
 from tests.scenarios.test_long_thread_async import assert_activation_steps_wait_for_nothing

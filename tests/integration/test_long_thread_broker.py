@@ -11,7 +11,7 @@ import pytest
 
 from omstream.client import OmClient
 from omstream.conversation import read_conversation
-from omstream.simulate import format_timeline
+from omstream.simulation import format_timeline
 from tests.integration.support import EventWatcher
 from tests.scenarios.test_long_thread import SCENARIO, _expected_lines
 

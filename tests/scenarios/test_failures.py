@@ -18,7 +18,7 @@ from omstream.engine.step import EngineConfig
 from omstream.models.calls import RetryPolicy
 from omstream.models.hooks import Hooks
 from omstream.models.scripted import reset_failures
-from omstream.simulate import Simulation, settle, simulate
+from omstream.simulation import Simulation, settle, simulate
 from tests.helpers import T0, text_of
 
 

@@ -20,7 +20,7 @@ import pytest
 from omstream.projections.context import ContextProjection
 from omstream.schemas.config import load_om_config
 from omstream.conversation import read_conversation
-from omstream.simulate import format_timeline, parity_config, simulate
+from omstream.simulation import format_timeline, parity_config, simulate
 from tests.scenarios.test_long_thread import SCENARIO
 
 EXPECTED = SCENARIO / "expected-async-timeline.txt"
