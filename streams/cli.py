@@ -351,6 +351,13 @@ SERVERS = {"worker", "serve"}
 
 
 # --- parser -----------------------------------------------------------------------------------
+def _port(text: str) -> int:
+    """An argparse type: a TCP port number."""
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number from 1 to 65535, got {text!r}")
+    return int(text)
+
+
 CONFIG_HELP = "settings file (.toml, .yaml, .json); default $OM_CONFIG"
 LOG_LEVELS = ["debug", "info", "warning", "error"]
 
@@ -378,7 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("demo", help="run broker, worker and web with the demo conversation (offline)")
     p.add_argument("--exit", action="store_true", help="stop everything once the demo has been shown")
-    p.add_argument("--port", type=int, help="web server port (default: omstream.web_port)")
+    p.add_argument("--port", type=_port, help="web server port (default: omstream.web_port)")
     p.set_defaults(func=cmd_demo)
 
     p = command("broker", help="the local Kafka broker (resolved from Maven Central)")
@@ -393,7 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_worker)
 
     p = command("serve", help="serve context windows over HTTP")
-    p.add_argument("--port", type=int, help="port (default: omstream.web_port)")
+    p.add_argument("--port", type=_port, help="port (default: omstream.web_port)")
     p.set_defaults(func=cmd_serve)
 
     p = command("produce", help="send chat messages from a JSON-lines file")

@@ -165,7 +165,7 @@ async def known_thread(settings: Settings, thread_id: str, resource_id: str | No
         await consumer.seek_to_beginning(*parts)
         ends = await consumer.end_offsets(parts)
         marks: list[tuple[int, bool]] = []  # (timestamp, True for a message, False for a deletion)
-        while any(await consumer.position(tp) < ends[tp] for tp in parts):
+        while [tp for tp in parts if await consumer.position(tp) < ends[tp]]:
             batch = await consumer.getmany(*parts, timeout_ms=1000)
             for records in batch.values():
                 marks += [(r.timestamp, mark) for r in records if r.key == key

@@ -12,6 +12,7 @@ __all__ = ["CoordinatorNotReadyFilter", "JsonFormatter", "logging_config", "setu
 # aiokafka logs every failed coordinator lookup at ERROR and retries; on a fresh broker the
 # group coordinator is "not available" for the first seconds, which is expected, not an error.
 COORDINATOR_LOGGER = "aiokafka.consumer.group_coordinator"
+LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router")
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
 
@@ -55,7 +56,12 @@ def logging_config(level: str = "INFO") -> dict:
         "formatters": {"json": {"()": JsonFormatter}},
         "filters": {"coordinator_not_ready": {"()": CoordinatorNotReadyFilter}},
         "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json"}},
-        "loggers": {COORDINATOR_LOGGER: {"filters": ["coordinator_not_ready"]}},
+        "loggers": {
+            COORDINATOR_LOGGER: {"filters": ["coordinator_not_ready"]},
+            # litellm logs every completion at INFO through its own stderr handler, which the
+            # Faust worker re-logs as a WARNING; its warnings and errors are kept.
+            **{name: {"level": "DEBUG" if level.upper() == "DEBUG" else "WARNING"} for name in LITELLM_LOGGERS},
+        },
         "root": {"handlers": ["stderr"], "level": level},
     }
 

@@ -69,3 +69,10 @@ def test_a_failed_model_call_is_a_warning_with_its_error_code(caplog):
     log_model_call(*_job_and_result(ok=True))
     [answered] = caplog.records
     assert answered.levelno == logging.INFO and answered.ok is True
+
+
+def test_litellm_info_lines_are_left_out_unless_debugging():
+    from omstream.logs import LITELLM_LOGGERS
+
+    assert all(logging_config("INFO")["loggers"][n]["level"] == "WARNING" for n in LITELLM_LOGGERS)
+    assert all(logging_config("DEBUG")["loggers"][n]["level"] == "DEBUG" for n in LITELLM_LOGGERS)

@@ -1,0 +1,57 @@
+"""`om observe` / `om reflect` only for a thread the log knows (no worker needed: the log decides)."""
+
+import asyncio
+from datetime import datetime, timezone
+
+import pytest
+
+from omstream.cli import main
+from omstream.client import OmClient, known_thread
+from omstream.schemas.control import ThreadDeleted
+from tests.helpers import message
+from tests.integration.support import read_all
+
+pytestmark = pytest.mark.integration
+
+
+def om(env, *argv) -> int:
+    return main(["--config", str(env.config), *argv])
+
+
+def test_commands_for_an_unknown_thread_say_so(new_env, capsys):
+    env = new_env()
+    ns = env.settings.namespace
+
+    async def send(*records):
+        async with OmClient(env.settings) as client:
+            for record in records:
+                if isinstance(record, ThreadDeleted):
+                    await client.send_control(record)
+                else:
+                    await client.send_message(record)
+
+    asyncio.run(send(message(0, thread="alpha"), message(1, thread="beta")))
+    for command in ("observe", "reflect"):
+        assert om(env, command, "alhpa") == 1
+        out, err = capsys.readouterr()
+        assert out == "" and err == (f"om {command}: unknown thread 'alhpa' in namespace '{ns}': no message "
+                                     "was sent to it (check the id, and omstream.namespace / OM_NAMESPACE)\n")
+    assert om(env, "observe", "alpha") == 0
+    assert capsys.readouterr().out.startswith("observe requested for thread alpha")
+    assert main(["reflect", "beta", "--config", str(env.config), "--prompt", "short"]) == 0
+    capsys.readouterr()
+    assert len(asyncio.run(read_all(env.settings, env.settings.namespace + ".control", idle=0.5))) == 2
+
+    # a deleted thread is unknown again, until an agent writes to it anew
+    asyncio.run(send(ThreadDeleted(thread_id="alpha", at=datetime.now(timezone.utc))))
+    assert om(env, "observe", "alpha") == 1 and "unknown thread 'alpha'" in capsys.readouterr().err
+    assert asyncio.run(known_thread(env.settings, "beta"))
+    asyncio.run(send(message(2, thread="alpha")))
+    assert asyncio.run(known_thread(env.settings, "alpha"))
+
+
+def test_a_namespace_without_topics_knows_no_thread(new_env, capsys, monkeypatch):
+    env = new_env()
+    monkeypatch.setenv("OM_NAMESPACE", "never-created")
+    assert om(env, "observe", "alpha") == 1
+    assert "unknown thread 'alpha' in namespace 'never-created'" in capsys.readouterr().err
