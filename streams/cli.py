@@ -326,13 +326,14 @@ def _known_failure(args: argparse.Namespace, exc: Exception) -> list[str] | None
     from omstream.schemas.config import OmConfigError
 
     from .settings import SettingsError
+    from .topics import TopicLayoutError
 
     if isinstance(exc, (SettingsError, OmConfigError)):
         return [str(problem) for problem in exc.problems]
     if isinstance(exc, KafkaConnectionError):
         return [f"om {args.command}: cannot reach the Kafka broker at {_bootstrap(args)}: start it "
                 "with `om broker start`, or set omstream.bootstrap / OM_BOOTSTRAP"]
-    if isinstance(exc, BrokerError):
+    if isinstance(exc, (BrokerError, TopicLayoutError)):
         return [f"om {args.command}: {exc}"]
     return None
 

@@ -11,10 +11,14 @@ from dataclasses import dataclass
 
 from .settings import Settings
 
-__all__ = ["TopicSpec", "Topics", "ensure_topics"]
+__all__ = ["TopicLayoutError", "TopicSpec", "Topics", "ensure_topics"]
 
 FOREVER = {"retention.ms": "-1", "retention.bytes": "-1"}
 WEEK = {"retention.ms": str(7 * 24 * 3600 * 1000)}
+
+
+class TopicLayoutError(RuntimeError):
+    """Existing topics that do not match this configuration (a user's fix, not a bug)."""
 
 
 @dataclass(frozen=True)
@@ -78,9 +82,13 @@ async def ensure_topics(settings: Settings) -> list[str]:
         existing = set(await admin.list_topics())
         missing = [s for s in specs if s.name not in existing]
         if missing:
-            await admin.create_topics(
+            response = await admin.create_topics(
                 [NewTopic(s.name, s.partitions, 1, topic_configs=s.config) for s in missing]
             )
+            # The broker's metadata may not list a topic created a moment ago: "already exists"
+            # then means present (and checked below), any other error is the command's failure.
+            existing |= _created_elsewhere(response)
+            missing = [s for s in missing if s.name not in existing]
         present = [s for s in specs if s.name in existing]
         if present:
             described = await admin.describe_topics([s.name for s in present])
@@ -88,13 +96,27 @@ async def ensure_topics(settings: Settings) -> list[str]:
             wrong = [f"{s.name} has {counts.get(s.name)} partitions, expected {s.partitions}"
                      for s in present if counts.get(s.name) != s.partitions]
             if wrong:
-                raise RuntimeError(
+                raise TopicLayoutError(
                     "topic partition counts do not match this configuration: " + "; ".join(wrong)
                     + ". Use another namespace, or set partitions to the existing count."
                 )
         return [s.name for s in missing]
     finally:
         await admin.close()
+
+
+def _created_elsewhere(response) -> set[str]:
+    """Topics the broker says exist already; raises for any other refusal."""
+    from aiokafka.errors import TopicAlreadyExistsError, for_code
+
+    already = set()
+    for topic, code, *detail in response.topic_errors:
+        if code == TopicAlreadyExistsError.errno:
+            already.add(topic)
+        elif code != 0:
+            message = detail[0] if detail and detail[0] else for_code(code).__name__
+            raise TopicLayoutError(f"cannot create topic {topic}: {message}")
+    return already
 
 
 async def partitions_of(bootstrap: str, names: list[str]) -> dict[str, list[int]]:

@@ -55,3 +55,15 @@ def test_a_namespace_without_topics_knows_no_thread(new_env, capsys, monkeypatch
     monkeypatch.setenv("OM_NAMESPACE", "never-created")
     assert om(env, "observe", "alpha") == 1
     assert "unknown thread 'alpha' in namespace 'never-created'" in capsys.readouterr().err
+
+
+def test_topics_of_another_partition_count_are_one_line_not_a_traceback(new_env, capsys):
+    env = new_env()  # its topics exist with 2 partitions
+    other = env.root / "other.toml"
+    other.write_text(env.config.read_text().replace("partitions = 2", "partitions = 3"))
+    code = main(["topics", "create", "--config", str(other)])
+    out, err = capsys.readouterr()
+    assert code == 1, (out, err, other.read_text())
+    assert out == "" and len(err.splitlines()) == 1
+    assert err.startswith("om topics: topic partition counts do not match this configuration")
+    assert "has 2 partitions, expected 3" in err
