@@ -7,6 +7,7 @@ would get the broker's default partition count and break that co-partitioning.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from .settings import Settings
@@ -91,8 +92,7 @@ async def ensure_topics(settings: Settings) -> list[str]:
             missing = [s for s in missing if s.name not in existing]
         present = [s for s in specs if s.name in existing]
         if present:
-            described = await admin.describe_topics([s.name for s in present])
-            counts = {d["topic"]: len(d["partitions"]) for d in described}
+            counts = await _partition_counts(admin, [s.name for s in present])
             wrong = [f"{s.name} has {counts.get(s.name)} partitions, expected {s.partitions}"
                      for s in present if counts.get(s.name) != s.partitions]
             if wrong:
@@ -103,6 +103,18 @@ async def ensure_topics(settings: Settings) -> list[str]:
         return [s.name for s in missing]
     finally:
         await admin.close()
+
+
+async def _partition_counts(admin, names: list[str], *, tries: int = 50) -> dict[str, int]:
+    """Partition count per topic.  A topic created a moment ago may show no partitions yet in
+    the broker's metadata: ask again (up to about 5 s) rather than report a false mismatch."""
+    for _ in range(tries):
+        described = await admin.describe_topics(names)
+        counts = {d["topic"]: len(d["partitions"]) for d in described}
+        if all(counts.get(name) for name in names):
+            break
+        await asyncio.sleep(0.1)
+    return counts
 
 
 def _created_elsewhere(response) -> set[str]:
