@@ -1,6 +1,6 @@
 """The context-window projection: what the agent sees, rebuilt from the topics alone.
 
-It folds `<ns>.messages` (raw history) and `<ns>.events` (what was observed) into one view per
+It folds the messages of `<ns>.log` (raw history) and `<ns>.events` (what was observed) into one view per
 thread: the observation text, the hints, and the messages no observation covers yet.  Every
 message is in exactly one of the two: its id is either in an `observation-end`'s
 `observedMessageIds` or still listed raw.  Events are applied once per `(memoryKey, seq)`, so a

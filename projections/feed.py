@@ -1,4 +1,4 @@
-"""Reading `<ns>.messages` and `<ns>.events` from the beginning into a `ContextProjection`.
+"""Reading the messages of `<ns>.log` and `<ns>.events` from the beginning into a `ContextProjection`.
 
 The projection is a cache of the log: it consumes every partition without a consumer group,
 from offset 0, so a restart rebuilds it exactly.
@@ -36,7 +36,7 @@ class ProjectionFeed:
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=self.settings.bootstrap, enable_auto_commit=False, group_id=None)
         await self._consumer.start()
-        names = [topics.messages, topics.events]
+        names = [topics.log, topics.events]
         layout = await partitions_of(self.settings.bootstrap, names)
         parts = [TopicPartition(name, p) for name in names for p in layout.get(name, [])]
         self._consumer.assign(parts)

@@ -24,7 +24,7 @@ __all__ = [
     "INPUT_TYPES", "DecodeFailure", "FailureCode", "InputRecord", "decode_event", "decode_input", "decode_job", "encode",
 ]
 
-#: A record of `<ns>.messages`, `<ns>.control` or `<ns>.results`.
+#: A record of the input log `<ns>.log`.
 InputRecord = Annotated[Union[Message, Control, ModelResult], Field(discriminator="type")]
 _Input = TypeAdapter(InputRecord)
 _Event = TypeAdapter(Event)
@@ -46,7 +46,7 @@ def encode(model: WireModel) -> bytes:
 
 
 def decode_input(raw: bytes | None) -> Message | Control | ModelResult | DecodeFailure:
-    """A record of `<ns>.messages`, `<ns>.control` or `<ns>.results`; `type` defaults to message."""
+    """A record of the input log `<ns>.log`; `type` defaults to message."""
     try:
         data = orjson.loads(raw or b"")
     except orjson.JSONDecodeError as exc:

@@ -1,13 +1,14 @@
-"""Records on `<ns>.control`: agent-loop markers and commands to a memory.
+"""Records on the input log `<ns>.log`: agent-loop markers and commands to a memory.
 
 Markers (`step-started`, `turn-ended`) tell the fold where the agent is; commands ask it to do
 something outside the token thresholds: observe or reflect now, override the thresholds of one
 memory, patch a thread's title, delete a thread or a resource.  Every record is keyed by the
 memory key like the messages, so one partition applies them in one order with the messages.
 
-Control records and messages travel on different topics, so Kafka does not order them against
-each other.  A step names the newest message the agent had (`afterMessageId`); the fold holds the
-step until that message has been folded, which restores the agent's own order.
+Control records, messages and model results are records of one log, keyed by the memory key, so
+the fold applies them in the order they were written.  A step may name the newest message the
+agent had (`afterMessageId`), for the reader; the fold does not wait for it (in one ordered log a
+message not folded before its step was refused or never sent).
 
 `requestId` is the producer's idempotency key: a command re-sent with the same id (after a
 timeout, say) is applied once.
@@ -66,8 +67,8 @@ class StepStarted(ControlRecord):
     """The agent's model for this step (`openai/gpt-4o`); a change activates buffered
     observations. Absent when the producer does not say."""
     after_message_id: str | None = None
-    """The newest message the agent had when the step began; the fold waits for it. Absent when
-    the step follows no particular message."""
+    """The newest message the agent had when the step began (informational: the log's order is
+    the fold's). Absent when the step follows no particular message."""
 
 
 class TurnEnded(ControlRecord):
@@ -76,7 +77,7 @@ class TurnEnded(ControlRecord):
     type: Literal["turn-ended"] = "turn-ended"
     """Record kind: always `turn-ended`."""
     after_message_id: str | None = None
-    """The last message of the turn; the fold waits for it. Absent when not known."""
+    """The last message of the turn (informational). Absent when not known."""
 
 
 class ObserveRequested(ControlRecord):
@@ -158,7 +159,7 @@ class ResourceDeleted(ControlRecord):
     """The resource (user) whose threads are all forgotten."""
 
 
-#: Any record of `<ns>.control`, told apart by `type`.
+#: Any agent-loop marker or command of `<ns>.log`, told apart by `type`.
 Control = Annotated[
     Union[
         StepStarted,

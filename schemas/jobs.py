@@ -1,4 +1,4 @@
-"""Model calls as data: jobs on `<ns>.jobs`, results on `<ns>.results`.
+"""Model calls as data: jobs on `<ns>.jobs`, results on the input log `<ns>.log`.
 
 The fold never awaits a model.  It emits a `ModelJob` carrying the full request and its content
 hash; a model agent runs it through litellm and answers with a `ModelResult` keyed by the same

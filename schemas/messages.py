@@ -1,4 +1,4 @@
-"""Chat messages as producers write them to `<ns>.messages`.
+"""Chat messages as producers write them to the input log `<ns>.log`.
 
 A record is one message, flat, so any language can produce it::
 

@@ -142,7 +142,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"om produce: {exc}", file=sys.stderr)
         return 2
-    print(f"sent {sent} messages to {settings.namespace}.messages")
+    print(f"sent {sent} messages to {settings.namespace}.log")
     return 0
 
 
@@ -278,7 +278,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_manual(args: argparse.Namespace) -> int:
-    """`om observe` / `om reflect`: a command record on `<ns>.control`; the worker acts on it.
+    """`om observe` / `om reflect`: a command record on `<ns>.log`; the worker acts on it.
 
     Only for a thread the log knows: the worker would otherwise start an empty memory for a
     misspelt id, and the command would seem to do nothing."""

@@ -79,7 +79,7 @@ class OmClient:
         for message in messages:
             message = self.with_tokens(message)
             futures.append(await self._producer.send(
-                self.topics.messages, encode(message), key=self._key(message.thread_id, message.resource_id)))
+                self.topics.log, encode(message), key=self._key(message.thread_id, message.resource_id)))
         for fut in futures:
             await fut
         return len(futures)
@@ -130,7 +130,7 @@ class OmClient:
         """Send an agent-loop marker (keyed by its memory key, like the messages it follows)."""
         assert self._producer is not None, "use OmClient as an async context manager"
         await self._producer.send_and_wait(
-            self.topics.control, encode(record), key=self._key(record.thread_id, record.resource_id))
+            self.topics.log, encode(record), key=self._key(record.thread_id, record.resource_id))
 
     async def send_raw(self, topic: str, key: bytes | None, value: bytes) -> None:
         """Write bytes as they are (for tools and tests of the dead-letter path)."""
@@ -142,7 +142,7 @@ async def known_thread(settings: Settings, thread_id: str, resource_id: str | No
     """Whether an agent sent a message to the thread (since it was last deleted, if it was).
 
     The log is the truth, so no worker or web server needs to run: this reads, from the start,
-    the one partition of `<ns>.messages` and `<ns>.control` that holds the thread's memory key
+    the one partition of `<ns>.log` that holds the thread's memory key
     (the producer's default partitioner, as in `send_messages`), and decodes only the records
     with that key.  A namespace without topics knows no thread.
     """
@@ -151,12 +151,10 @@ async def known_thread(settings: Settings, thread_id: str, resource_id: str | No
 
     topics = Topics(settings.namespace)
     key = memory_key(settings.om, thread_id, resource_id).encode()
-    layout = await partitions_of(settings.bootstrap, [topics.messages, topics.control])
-    if not layout.get(topics.messages):
+    layout = await partitions_of(settings.bootstrap, [topics.log])
+    if not layout.get(topics.log):
         return False
-    partition = DefaultPartitioner()(key, layout[topics.messages], None)
-    parts = [TopicPartition(name, partition) for name in (topics.messages, topics.control)
-             if partition in layout.get(name, [])]
+    parts = [TopicPartition(topics.log, DefaultPartitioner()(key, layout[topics.log], None))]
     consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None,
                                 enable_auto_commit=False)
     await consumer.start()
@@ -164,17 +162,15 @@ async def known_thread(settings: Settings, thread_id: str, resource_id: str | No
         consumer.assign(parts)
         await consumer.seek_to_beginning(*parts)
         ends = await consumer.end_offsets(parts)
-        marks: list[tuple[int, bool]] = []  # (timestamp, True for a message, False for a deletion)
+        marks: list[bool] = []  # in log order: True for a message, False for a deletion
         while [tp for tp in parts if await consumer.position(tp) < ends[tp]]:
             batch = await consumer.getmany(*parts, timeout_ms=1000)
             for records in batch.values():
-                marks += [(r.timestamp, mark) for r in records if r.key == key
+                marks += [mark for r in records if r.key == key
                           for mark in [_thread_mark(r.value, thread_id)] if mark is not None]
     finally:
         await consumer.stop()
-    # The latest mark decides; a message in the same millisecond as a deletion counts as later.
-    latest = max(marks, default=None)
-    return latest is not None and latest[1]
+    return bool(marks) and marks[-1]  # one log: the latest mark decides
 
 
 def _thread_mark(value: bytes | None, thread_id: str) -> bool | None:

@@ -12,7 +12,8 @@ A file holds two tables, read by the worker, the web server and the CLI alike::
 
 Environment variables override the file: `OM_NAMESPACE`, `OM_BOOTSTRAP`, `OM_PARTITIONS`,
 `OM_DATA_DIR`, `OM_WEB_HOST`, `OM_WEB_PORT`, `OM_BROKER_PORT`, `OM_CONTROLLER_PORT`,
-`OM_MODEL_RETRIES`, `OM_RETRY_BASE_MS`, `OM_MODEL_CONCURRENCY`, and `OM_CONFIG` names the file.
+`OM_MODEL_RETRIES`, `OM_RETRY_BASE_MS`, `OM_MODEL_CONCURRENCY`, `OM_RESULT_KEY`, and `OM_CONFIG`
+names the file.
 When `bootstrap` is set nowhere, it follows `broker_port` (the local broker `om` starts).
 
 Every mistake is reported, all at once, as a `SettingsError` whose `problems` are
@@ -58,6 +59,8 @@ class Settings:
     model_retries: int = 8
     retry_base_ms: float = 1000.0
     model_concurrency: int = 4
+    # Signs model results (omstream.signing); empty: a key kept in data_dir. Never printed.
+    result_key: str = field(default="", repr=False)
     om: OmConfig = field(default_factory=OmConfig)
     config_file: Path | None = None
 

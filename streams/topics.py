@@ -1,7 +1,8 @@
 """The topics of one namespace, created explicitly with their partition counts and configs.
 
-All input topics of the fold share one partition count and are keyed by the memory key, so one
-partition owns a memory.  Creating them up front matters: a topic auto-created by a producer
+Every input of the fold is a record of one topic, `<ns>.log`, keyed by the memory key, so one
+partition owns a memory and the order in which the fold applies a memory's inputs is the log's.
+The output topics share its partition count (events and jobs are keyed the same way).  Creating them up front matters: a topic auto-created by a producer
 would get the broker's default partition count and break that co-partitioning.
 """
 
@@ -34,20 +35,13 @@ class Topics:
     namespace: str
 
     @property
-    def messages(self) -> str:
-        return f"{self.namespace}.messages"
-
-    @property
-    def control(self) -> str:
-        return f"{self.namespace}.control"
+    def log(self) -> str:
+        """The one ordered input log: messages, agent-loop markers, commands and model results."""
+        return f"{self.namespace}.log"
 
     @property
     def jobs(self) -> str:
         return f"{self.namespace}.jobs"
-
-    @property
-    def results(self) -> str:
-        return f"{self.namespace}.results"
 
     @property
     def events(self) -> str:
@@ -60,14 +54,12 @@ class Topics:
     def specs(self, settings: Settings) -> list[TopicSpec]:
         n = settings.partitions
         return [
-            # The history replay reads: kept forever.
-            TopicSpec(self.messages, n, FOREVER),
-            TopicSpec(self.control, n, FOREVER),
+            # Every input of the fold, in the order it applies them; replay reads it: kept forever.
+            TopicSpec(self.log, n, FOREVER),
             # What projections rebuild from, and what was refused: kept forever too.
             TopicSpec(self.events, n, FOREVER),
             TopicSpec(self.dlq, 1, FOREVER),
             TopicSpec(self.jobs, n, WEEK),
-            TopicSpec(self.results, n, WEEK),
             TopicSpec(f"{settings.app_id}-state-changelog", n, {"cleanup.policy": "compact"}),
         ]
 

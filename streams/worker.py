@@ -1,8 +1,11 @@
 """The Faust worker: the fold agent and the model agents around the pure engine.
 
-The fold agent only moves bytes.  For each input record it:
+The fold agent only moves bytes.  It reads the one input log, `<ns>.log` (messages, agent-loop
+markers, commands and the model agents' results, in the order the fold applies them), and for
+each record it:
 
-1. decodes it (unreadable records go to `<ns>.dlq` with the reason and the original bytes);
+1. decodes it (unreadable records go to `<ns>.dlq` with the reason and the original bytes; a
+   model result without the model agents' signature too, see `signing`);
 2. loads the memory's state and skips the record if the state already folded its offset
    (a redelivery after a crash);
 3. calls `fold`;
@@ -31,6 +34,7 @@ from omstream.models.calls import RetryPolicy, warm_up
 from omstream.models.hooks import Hooks, run_job_with_hooks
 
 from .settings import Settings
+from .signing import HEADER, result_key, sign, signed
 from .topics import Topics
 
 __all__ = ["build_app", "dead_letter", "log_model_call"]
@@ -49,9 +53,10 @@ def dead_letter(*, code: str, reason: str, topic: str, partition: int, offset: i
     }, option=orjson.OPT_SORT_KEYS)
 
 
-async def send_all(app: faust.App, records: list[tuple[str, bytes, bytes]]) -> None:
+async def send_all(app: faust.App, records: list[tuple[str, bytes, bytes]],
+                   headers: list[tuple[str, bytes]] | None = None) -> None:
     """Send every record and wait until the broker acknowledges all of them."""
-    futures = [await app.producer.send(topic, key, value, partition=None, timestamp=None, headers=None)
+    futures = [await app.producer.send(topic, key, value, partition=None, timestamp=None, headers=headers)
                for topic, key, value in records]
     await asyncio.gather(*futures)
 
@@ -94,14 +99,14 @@ def build_app(settings: Settings) -> faust.App:
         broker_commit_every=100,
         broker_commit_interval=1.0,
     )
-    inputs = app.topic(topics.messages, topics.control, topics.results,
-                       key_type=bytes, value_type=bytes)
+    inputs = app.topic(topics.log, key_type=bytes, value_type=bytes)
     jobs = app.topic(topics.jobs, key_type=bytes, value_type=bytes)
     state_table = app.Table(
         "state", default=None, key_type=bytes, value_type=bytes, partitions=settings.partitions,
         options={"block_cache_size": 16 * 1024**2, "block_cache_compressed_size": 4 * 1024**2},
     )
     policy = RetryPolicy.from_settings(settings)
+    key_for_results = result_key(settings.result_key, settings.data_dir)
 
     async def reject(message, code: str, reason: str) -> None:
         log.warning("dead-lettered", extra={"topic": message.topic, "offset": message.offset,
@@ -119,6 +124,10 @@ def build_app(settings: Settings) -> faust.App:
                 await reject(message, record.code, record.reason)
                 continue
             if isinstance(record, ModelResult):
+                if not signed(key_for_results, message.value, message.headers):
+                    await reject(message, "forged-result", "a model-result record without a valid "
+                                 "signature: results are written by the model agents only")
+                    continue
                 key = record.memory_key
             elif isinstance(record, ResourceDeleted) and record.thread_id is None and settings.om.scope == "thread":
                 await reject(message, "invalid", "resource-deleted needs a threadId in thread scope: "
@@ -164,7 +173,9 @@ def build_app(settings: Settings) -> faust.App:
                 continue
             result = await run_job_with_hooks(job, policy, hooks)
             log_model_call(job, result)
-            await send_all(app, [(topics.results, job.memory_key.encode(), encode(result))])
+            value = encode(result)
+            await send_all(app, [(topics.log, job.memory_key.encode(), value)],
+                           headers=[(HEADER, sign(key_for_results, value))])
 
     app.om_state_table = state_table  # type: ignore[attr-defined]
     return app

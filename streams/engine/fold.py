@@ -7,13 +7,12 @@ them here one at a time and stores the returned state; it sends the returned eve
 does I/O: time is the inputs' event time, ids derive from the key and `state.seq`.
 
 This module reads inputs and keeps their order; what a step decides (observe, buffer, activate,
-reflect, report) lives in `cycles`.  Two ordering rules make the memory a function of its input
-sequence alone:
-
-* a blocking cycle holds the memory's later inputs until its result arrives, as the original
-  blocks the agent, so model latency never changes what is decided;
-* control records travel on another topic than messages, so a marker naming a message not folded
-  yet (`afterMessageId`) is parked until that message arrives.
+reflect, report) lives in `cycles`.  The memory is a function of its input sequence alone:
+every input is a record of one log, applied in the log's order, and a blocking cycle holds the
+memory's later inputs until its result arrives, as the original blocks the agent, so model
+latency never changes what is decided.  A marker naming a message the memory has not folded
+(`afterMessageId`) is applied at once: in one ordered log that message was refused or never
+sent, and waiting for it would stall the memory for good.
 """
 
 from __future__ import annotations
@@ -59,7 +58,6 @@ __all__ = ["EngineConfig", "Folded", "Input", "Rejected", "fold", "memory_key", 
 
 Input = InputRecord
 _INPUT = TypeAdapter(InputRecord)
-_MARKERS = (StepStarted, TurnEnded)
 _RECENT_REQUESTS = 64
 
 
@@ -83,8 +81,6 @@ def _apply(step: Step, event: Input) -> None:
     if isinstance(event, ModelResult):
         cycles.on_result(step, event)
         _release_held(step)
-    elif isinstance(event, _MARKERS) and _ahead_of_messages(step.state, event):
-        step.update(parked=(*step.state.parked, event.wire()))
     elif isinstance(event, (ThreadDeleted, ResourceDeleted)):
         # Never held: a deletion also cancels the cycle in flight (its result is then ignored).
         if not _already_applied(step, event):
@@ -93,8 +89,6 @@ def _apply(step: Step, event: Input) -> None:
         _hold(step, event)
     else:
         _handle(step, event)
-        if isinstance(event, Message):
-            _unpark(step)
 
 
 def _handle(step: Step, event: Input) -> None:
@@ -134,21 +128,6 @@ def _already_applied(step: Step, command: object) -> bool:
     return False
 
 
-def _ahead_of_messages(state: MemoryState, marker: StepStarted | TurnEnded) -> bool:
-    """A marker that names a message not folded yet (it travels on another topic)."""
-    return marker.after_message_id is not None and marker.after_message_id not in state.seen
-
-
-def _unpark(step: Step) -> None:
-    """Fold the markers whose message has now arrived, in their own order."""
-    while step.state.parked:
-        marker = _INPUT.validate_python(step.state.parked[0])
-        if _ahead_of_messages(step.state, marker):
-            return
-        step.update(parked=step.state.parked[1:])
-        _apply(step, marker)
-
-
 def _hold(step: Step, event: Input) -> None:
     if isinstance(event, Message) and _is_duplicate(step, event):
         return
@@ -165,7 +144,6 @@ def _release_held(step: Step) -> None:
             _on_message(step, event, released=True)
         else:
             _handle(step, event)
-    _unpark(step)
 
 
 # --- messages ---------------------------------------------------------------------------------

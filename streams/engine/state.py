@@ -102,7 +102,7 @@ class MemoryState(_Frozen):
     seen: dict[str, str] = {}
     in_flight: Cycle | None = None
     held: tuple[dict, ...] = ()  # inputs that arrived while a blocking cycle was in flight
-    parked: tuple[dict, ...] = ()  # steps and turn ends waiting for the message they follow
+    parked: tuple[dict, ...] = ()  # always empty since the one input log; kept so stored states load
     current_task: str | None = None
     suggested_response: str | None = None
     steps_reported: bool = False

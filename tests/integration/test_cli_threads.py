@@ -3,6 +3,7 @@
 import asyncio
 from datetime import datetime, timezone
 
+import orjson
 import pytest
 
 from omstream.cli import main
@@ -40,7 +41,9 @@ def test_commands_for_an_unknown_thread_say_so(new_env, capsys):
     assert capsys.readouterr().out.startswith("observe requested for thread alpha")
     assert main(["reflect", "beta", "--config", str(env.config), "--prompt", "short"]) == 0
     capsys.readouterr()
-    assert len(asyncio.run(read_all(env.settings, env.settings.namespace + ".control", idle=0.5))) == 2
+    log = asyncio.run(read_all(env.settings, env.settings.namespace + ".log", idle=0.5))
+    assert sorted(orjson.loads(r.value)["type"] for r in log) == [
+        "message", "message", "observe-requested", "reflect-requested"]  # refused commands: none
 
     # a deleted thread is unknown again, until an agent writes to it anew
     asyncio.run(send(ThreadDeleted(thread_id="alpha", at=datetime.now(timezone.utc))))

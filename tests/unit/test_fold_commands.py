@@ -1,4 +1,4 @@
-"""Commands on `<ns>.control`: overrides, thread patches, deletion, idempotent request ids."""
+"""Commands on `<ns>.log`: overrides, thread patches, deletion, idempotent request ids."""
 
 from omstream.schemas.control import ConfigOverridden, ThreadDeleted, ThreadPatched
 from omstream.engine.fold import fold, new_state

@@ -1,0 +1,24 @@
+"""Model results carry an HMAC that only the model agents can make (omstream.signing)."""
+
+import stat
+
+from omstream.signing import HEADER, result_key, sign, signed
+
+
+def test_a_signature_verifies_only_its_own_bytes_under_its_own_key():
+    key, value = b"k" * 32, b'{"type":"model-result"}'
+    good = [(HEADER, sign(key, value))]
+    assert signed(key, value, good) and signed(key, value, dict(good))
+    assert not signed(key, value + b" ", good)
+    assert not signed(b"other", value, good)
+    assert not signed(key, value, []) and not signed(key, value, None)
+    assert not signed(key, value, [("other-header", sign(key, value))])
+
+
+def test_the_key_is_configured_or_made_once_per_data_dir_and_private(tmp_path):
+    assert result_key("configured", tmp_path) == b"configured"
+    assert not (tmp_path / "result.key").exists()
+    first = result_key("", tmp_path / "data")
+    assert len(first) == 64 and result_key("", tmp_path / "data") == first
+    mode = (tmp_path / "data" / "result.key").stat().st_mode
+    assert stat.S_IMODE(mode) == 0o600
