@@ -12,8 +12,10 @@ A file holds two tables, read by the worker, the web server and the CLI alike::
 
 Environment variables override the file: `OM_NAMESPACE`, `OM_BOOTSTRAP`, `OM_PARTITIONS`,
 `OM_DATA_DIR`, `OM_WEB_HOST`, `OM_WEB_PORT`, `OM_BROKER_PORT`, `OM_CONTROLLER_PORT`,
-`OM_MODEL_RETRIES`, `OM_RETRY_BASE_MS`, `OM_MODEL_CONCURRENCY`, `OM_RESULT_KEY`, and `OM_CONFIG`
-names the file.
+`OM_MODEL_RETRIES`, `OM_RETRY_BASE_MS`, `OM_MODEL_CONCURRENCY`, `OM_RESULT_KEY`, the input
+limits `OM_MAX_RECORD_BYTES`, `OM_MAX_DEPTH`, `OM_MAX_PARTS`, `OM_MAX_TEXT_CHARS`,
+`OM_MAX_CLOCK_SKEW_MS`, `OM_MAX_HELD` (see `omstream.limits` for their defaults), the model
+agents' `OM_JOB_DEADLINE_MS`, and `OM_CONFIG` names the file.
 When `bootstrap` is set nowhere, it follows `broker_port` (the local broker `om` starts).
 
 Every mistake is reported, all at once, as a `SettingsError` whose `problems` are
@@ -61,6 +63,15 @@ class Settings:
     model_concurrency: int = 4
     # Signs model results (omstream.signing); empty: a key kept in data_dir. Never printed.
     result_key: str = field(default="", repr=False)
+    # Input limits (omstream.limits has the table of their meanings and dead-letter codes).
+    max_record_bytes: int = 512 * 1024
+    max_depth: int = 64
+    max_parts: int = 200
+    max_text_chars: int = 100_000
+    max_clock_skew_ms: int = 5 * 60 * 1000
+    max_held: int = 1000
+    # A model job that has not answered after this long answers with a failed result ('deadline').
+    job_deadline_ms: int = 300_000
     om: OmConfig = field(default_factory=OmConfig)
     config_file: Path | None = None
 
@@ -156,11 +167,17 @@ def _out_of_range(name: str, value: Any) -> str | None:
         return f"expected a port number from 1 to 65535, got {value!r}"
     if name in ("partitions", "model_concurrency") and value < 1:
         return f"must be at least 1, got {value!r}"
-    if name in ("model_retries", "retry_base_ms") and value < 0:
+    if name in _AT_LEAST_ONE and value < 1:
+        return f"must be at least 1, got {value!r}"
+    if name in ("model_retries", "retry_base_ms", "max_clock_skew_ms") and value < 0:
         return f"must not be negative, got {value!r}"
     if name == "web_host" and not value:
         return "must not be empty"
     return None
+
+
+_AT_LEAST_ONE = ("max_record_bytes", "max_depth", "max_parts", "max_text_chars", "max_held",
+                 "job_deadline_ms")
 
 
 def _checked(name: str, raw: Any, convert) -> Any:

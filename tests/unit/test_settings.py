@@ -115,3 +115,18 @@ def test_docker_compose_runs_the_kafka_release_of_the_pom():
                            "{http://maven.apache.org/POM/4.0.0}kafka.version").text
     assert pom_version == KAFKA_VERSION
     assert compose["services"]["kafka"]["image"] == f"apache/kafka:{KAFKA_VERSION}"
+
+
+def test_input_limits_and_job_deadline_have_defaults_and_overrides(tmp_path):
+    defaults = load_settings(None, env={})
+    assert (defaults.max_record_bytes, defaults.max_depth, defaults.max_parts, defaults.max_text_chars,
+            defaults.max_clock_skew_ms, defaults.max_held, defaults.job_deadline_ms) == (
+        524288, 64, 200, 100_000, 300_000, 1000, 300_000)
+    path = tmp_path / "om.toml"
+    path.write_text("[omstream]\nmax_depth = 16\nmax_held = 0\nmax_clock_skew_ms = -1\n")
+    assert problems(path, env={"OM_MAX_PARTS": "x"}) == [
+        "omstream.max_held: must be at least 1, got 0",
+        "omstream.max_clock_skew_ms: must not be negative, got -1",
+        "OM_MAX_PARTS: expected an integer, got 'x'"]
+    settings = load_settings(None, env={"OM_MAX_DEPTH": "16", "OM_JOB_DEADLINE_MS": "500"})
+    assert settings.max_depth == 16 and settings.job_deadline_ms == 500
