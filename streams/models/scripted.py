@@ -17,7 +17,9 @@ for a hosted model, which would receive them as unknown arguments):
   `InternalServerError`, `ServiceUnavailableError`, `APIConnectionError`,
   `AuthenticationError`, `BadRequestError`), so the call takes litellm's real error path;
   `'malformed'` answers text with neither an `<observations>` block nor list lines;
-  `'degenerate'` answers a looping text (a block of lines repeated 20 times, §7.6).
+  `'degenerate'` answers a looping text (a block of lines repeated 20 times, §7.6);
+  `'hang'` never answers: the call sleeps for `HANG_SECONDS` (an hour), far beyond any job
+  deadline, so the model agent's deadline (`job_deadline_ms`) is what ends it.
 - `failTimes`: how many calls fail before the model answers normally (default: every call).
   Calls are counted per request content (model, messages and these settings, hashed), so
   the same request fails the same way in every run; `reset_failures()` forgets the counts.
@@ -29,9 +31,11 @@ e.g. `modelSettings = {failWith = '429', failTimes = 2}`: two rate-limited calls
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 import threading
+import time
 from typing import Any
 
 import orjson
@@ -39,7 +43,9 @@ import orjson
 __all__ = ["FAILURES", "failure_for", "reflect", "observe", "register", "reset_failures"]
 
 #: The `failWith` values the provider understands.
-FAILURES = ("timeout", "429", "500", "503", "connection", "401", "400", "malformed", "degenerate")
+FAILURES = ("timeout", "429", "500", "503", "connection", "401", "400", "malformed", "degenerate", "hang")
+#: How long a `failWith = 'hang'` call sleeps before it answers.
+HANG_SECONDS = 3600.0
 _FAIL_KEYS = ("failWith", "failTimes", "failModel")
 _calls: dict[str, int] = {}
 _calls_lock = threading.Lock()
@@ -217,6 +223,13 @@ def _raise(litellm, kind: str, model: str) -> None:
         raise litellm.BadRequestError(**common)
 
 
+def _hangs(model: str, params: dict[str, Any]) -> bool:
+    """Whether this call is one that never answers (`failWith = 'hang'`, `failModel` honoured)."""
+    target = params.get("failModel")
+    name = model.split("/", 1)[-1]
+    return params.get("failWith") == "hang" and (target is None or str(target) in (f"scripted/{name}", name))
+
+
 def register() -> None:
     """Add the `scripted` provider to litellm (idempotent)."""
     import litellm
@@ -259,10 +272,16 @@ def register() -> None:
             )
 
         def completion(self, model, messages, *args, optional_params=None, **kwargs):
-            return self._answer(model, messages, optional_params or kwargs.get("optional_params") or {})
+            params = optional_params or kwargs.get("optional_params") or {}
+            if _hangs(model, params):
+                time.sleep(HANG_SECONDS)
+            return self._answer(model, messages, params)
 
         async def acompletion(self, model, messages, *args, optional_params=None, **kwargs):
-            return self._answer(model, messages, optional_params or kwargs.get("optional_params") or {})
+            params = optional_params or kwargs.get("optional_params") or {}
+            if _hangs(model, params):
+                await asyncio.sleep(HANG_SECONDS)  # without blocking the worker's event loop
+            return self._answer(model, messages, params)
 
     if not any(p.get("provider") == "scripted" for p in litellm.custom_provider_map):
         litellm.custom_provider_map = [
