@@ -62,7 +62,8 @@ def expected_cycles(messages, counter, threshold: int) -> int:
 
 async def settled_feed(settings, threads: dict[str, tuple[int, int]], *,
                        timeout: float = 120.0) -> ProjectionFeed:
-    """A projection that has seen, per thread, (messages, completed cycles) and nothing in flight."""
+    """A projection (fed by `<ns>.events` alone) that has seen, per thread, (messages accepted
+    by the fold, completed cycles) and nothing in flight."""
     feed = ProjectionFeed(settings)
     await feed.start()
     task = asyncio.create_task(feed.run())
@@ -83,6 +84,46 @@ async def settled_feed(settings, threads: dict[str, tuple[int, int]], *,
     return feed
 
 
+class Server:
+    """`om serve` as a child process on a free port: a projection rebuilt from `<ns>.events`."""
+
+    def __init__(self, settings, log) -> None:
+        from dataclasses import replace
+
+        from omstream.infra.broker import free_port
+        from omstream.processes import start_child
+
+        self.settings = replace(settings, web_port=free_port())
+        self.url = f"http://127.0.0.1:{self.settings.web_port}"
+        self.log = log
+        self.proc = start_child(self.settings, "serve", log)
+
+    async def get(self, path: str, **params) -> tuple[int, dict | None]:
+        import aiohttp
+
+        async with aiohttp.ClientSession() as http:
+            async with http.get(self.url + path, params={k: str(v) for k, v in params.items()}) as r:
+                return r.status, (await r.json() if r.content_type == "application/json" else None)
+
+    async def ready(self, timeout: float = 60.0) -> None:
+        """Wait until `/healthz` answers 200: the projection has caught up with the log."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if (await self.get("/healthz"))[0] == 200:
+                    return
+            except OSError:
+                pass  # not listening yet
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise TimeoutError(f"om serve not ready: {self.log.read_text(errors='replace')[-2000:]}")
+            await asyncio.sleep(0.2)
+
+    def stop(self) -> None:
+        from omstream.processes import stop_child
+
+        stop_child(self.proc)
+
+
 class EventWatcher:
     """Follows `<ns>.events` from the beginning while a test drives a conversation."""
 
@@ -94,6 +135,12 @@ class EventWatcher:
     async def __aenter__(self) -> "EventWatcher":
         topic = Topics(self.settings.namespace).events
         layout = await partitions_of(self.settings.bootstrap, [topic])
+        deadline = time.monotonic() + 30
+        while not layout.get(topic):  # a topic just created may not be in the metadata yet
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic} has no partitions in the broker's metadata")
+            await asyncio.sleep(0.2)
+            layout = await partitions_of(self.settings.bootstrap, [topic])
         self._consumer = AIOKafkaConsumer(bootstrap_servers=self.settings.bootstrap, group_id=None,
                                           enable_auto_commit=False, auto_offset_reset="earliest")
         await self._consumer.start()
