@@ -1,7 +1,10 @@
 """The context-window projection: what the agent sees, rebuilt from the topics alone.
 
-It folds the messages of `<ns>.log` (raw history) and `<ns>.events` (what was observed) into one view per
-thread: the observation text, the hints, and the messages no observation covers yet.  Every
+It folds the events of `<ns>.events`, and nothing else, into one view per thread: the
+observation text, the hints, and the messages no observation covers yet.  Messages come from the
+fold's `om-message-accepted` events, never from the input log, so a message the fold refused or
+the worker dead-lettered never reaches an agent, and `om-memory-deleted` drops the memory's
+views: a rebuild replays the events in order, so deleted messages never come back.  Every
 message is in exactly one of the two: its id is either in an `observation-end`'s
 `observedMessageIds` or still listed raw.  Events are applied once per `(memoryKey, seq)`, so a
 re-sent event after a worker crash changes nothing.
@@ -284,11 +287,14 @@ def context_messages(view: ThreadView, raw: list[Message] | None = None, *,
 
 
 class ContextProjection:
-    """Per-thread views, fed record by record from the two topics."""
+    """Per-thread views, fed event by event from `<ns>.events`."""
 
     def __init__(self, time_zone: str | tzinfo = "UTC") -> None:
         self.threads: dict[str, ThreadView] = {}
         self.time_zone = time_zone
+        # The newest seq applied per memory key.  Kept here, not on a view, so an event re-sent
+        # after a crash cannot bring back a view that a later deletion dropped.
+        self.last_seq: dict[str, int] = {}
         _zone(time_zone)  # an unknown zone fails here, not on the first request
 
     def view(self, thread_id: str) -> ThreadView:
@@ -296,18 +302,24 @@ class ContextProjection:
             self.threads[thread_id] = ThreadView(thread_id, time_zone=self.time_zone)
         return self.threads[thread_id]
 
-    def apply_message(self, message: Message) -> None:
-        view = self.view(message.thread_id)
-        view.messages.setdefault(message.id, message)
-        view.saw(message.created_at)
-
     def apply_event(self, event: Any) -> bool:
         """Apply one `<ns>.events` record; False if it was a duplicate or not for a thread."""
-        if event.thread_id is None:
+        if event.seq <= self.last_seq.get(event.memory_key, 0):
             return False
-        view = self.view(event.thread_id)
-        if event.seq <= view.last_seq:
+        self.last_seq[event.memory_key] = event.seq
+        if event.type == "om-memory-deleted":
+            self._drop(event.memory_key, event.thread_id)
+            return True
+        if event.type == "om-message-accepted":
+            # In resource scope the envelope names the memory's thread; the message knows its own.
+            message = event.data.message
+            view = self.view(message.thread_id)
+            view.messages.setdefault(message.id, message)
+            view.saw(message.created_at)
+        elif event.thread_id is None:
             return False
+        else:
+            view = self.view(event.thread_id)
         view.last_seq = event.seq
         view.memory_key = event.memory_key
         view.events += 1
@@ -344,9 +356,12 @@ class ContextProjection:
             view.generation = data.generation_count
         elif event.type == "om-temporal-gap":
             view.messages.setdefault(data.marker_id, temporal_gap_message(event))
-        elif event.type == "om-memory-deleted":
-            self.threads.pop(event.thread_id, None)
         return True
+
+    def _drop(self, memory_key: str, thread_id: str | None) -> None:
+        """Forget every view of a deleted memory (all of a resource's threads in resource scope)."""
+        for tid in [t for t, v in self.threads.items() if v.memory_key == memory_key or t == thread_id]:
+            del self.threads[tid]
 
 
 def _apply_activation(view: ThreadView, event: Any) -> str:

@@ -1,16 +1,28 @@
-"""Reading the messages of `<ns>.log` and `<ns>.events` from the beginning into a `ContextProjection`.
+"""Reading `<ns>.events` from the beginning into a `ContextProjection`.
 
-The projection is a cache of the log: it consumes every partition without a consumer group,
-from offset 0, so a restart rebuilds it exactly.
+The projection is a cache of the fold's output: it consumes every partition of `<ns>.events`
+(and nothing else: no raw input) without a consumer group, from offset 0, so a restart rebuilds
+it exactly, deletions included.
+
+Two positions are tracked for the HTTP side:
+
+- `ready`: the feed has read every partition up to the end offsets it found at start, so the
+  views it serves are at least as new as the log was when the server started;
+- `applied`: per partition, the highest log offset whose events are all applied (the worker
+  marks the last event of each input record with `inputLast`).  `<ns>.events` and `<ns>.log`
+  have the same partition count and are both keyed by the memory key with the producers'
+  default partitioner, so an event on partition p was caused by the input at (p, inputOffset)
+  of the log.  A writer that knows the log position of its record can wait until the
+  projection has applied every event caused by it or by a later input (`caught_up`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
-from omstream.schemas.codec import DecodeFailure, decode_event, decode_input
-from omstream.schemas.messages import Message
+from omstream.schemas.codec import decode_event
 from omstream.settings import Settings
 from omstream.topics import Topics, partitions_of
 
@@ -26,23 +38,25 @@ class ProjectionFeed:
         self.settings = settings
         self.projection = projection or ContextProjection(time_zone=settings.om.time_zone)
         self.changed = asyncio.Condition()
-        self.ready = False  # True once every partition is assigned and read from the start
+        self.ready = False  # True once every partition is read up to its end offset at start
+        self.applied: dict[int, int] = {}  # partition -> highest inputOffset applied
+        self._ends: dict = {}
         self._consumer = None
 
     async def start(self) -> None:
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
-        topics = Topics(self.settings.namespace)
+        topic = Topics(self.settings.namespace).events
         self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.settings.bootstrap, enable_auto_commit=False, group_id=None)
+            bootstrap_servers=self.settings.bootstrap, enable_auto_commit=False, group_id=None,
+            isolation_level="read_committed")
         await self._consumer.start()
-        names = [topics.log, topics.events]
-        layout = await partitions_of(self.settings.bootstrap, names)
-        parts = [TopicPartition(name, p) for name in names for p in layout.get(name, [])]
+        layout = await partitions_of(self.settings.bootstrap, [topic])
+        parts = [TopicPartition(topic, p) for p in layout.get(topic, [])]
         self._consumer.assign(parts)
         await self._consumer.seek_to_beginning(*parts)
-        self._events_topic = topics.events
-        self.ready = True
+        self._ends = await self._consumer.end_offsets(parts) if parts else {}
+        await self._check_ready()
 
     async def stop(self) -> None:
         if self._consumer is not None:
@@ -52,28 +66,40 @@ class ProjectionFeed:
         assert self._consumer is not None
         while True:
             batch = await self._consumer.getmany(timeout_ms=500, max_records=2000)
-            if not batch:
-                continue
             for tp, records in batch.items():
                 for record in records:
-                    self._apply(tp.topic, record.value)
-            async with self.changed:
-                self.changed.notify_all()
+                    self._apply(tp.partition, record.value)
+            if not self.ready:
+                await self._check_ready()
+            if batch:
+                async with self.changed:
+                    self.changed.notify_all()
 
-    def _apply(self, topic: str, value: bytes) -> None:
-        if topic == self._events_topic:
-            try:
-                self.projection.apply_event(decode_event(value))
-            except ValueError as exc:
-                log.warning("unreadable event skipped", extra={"error": str(exc)[:300]})
+    async def _check_ready(self) -> None:
+        for tp, end in self._ends.items():
+            if await self._consumer.position(tp) < end:
+                return
+        self.ready = True
+
+    def _apply(self, partition: int, value: bytes) -> None:
+        try:
+            event = decode_event(value)
+        except ValueError as exc:
+            log.warning("unreadable event skipped", extra={"error": str(exc)[:300]})
             return
-        record = decode_input(value)
-        if isinstance(record, Message):
-            self.projection.apply_message(record)
-        elif isinstance(record, DecodeFailure):
-            pass  # the worker dead-letters it; the projection only shows valid messages
+        self.projection.apply_event(event)
+        if event.input_offset is not None:
+            # An input's output is complete with its last event; before that, only the inputs
+            # before it are (one record's events may arrive in separate fetches).
+            done = event.input_offset if event.input_last else event.input_offset - 1
+            self.applied[partition] = max(done, self.applied.get(partition, -1))
 
-    async def wait_until(self, predicate, timeout: float) -> bool:
+    def caught_up(self, partition: int, offset: int) -> bool:
+        """Whether every event caused by the log input at (partition, offset), or by a later
+        input of that partition, has been applied."""
+        return self.applied.get(partition, -1) >= offset
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float) -> bool:
         """Wait until `predicate()` holds or the timeout passes; returns the final value."""
         async with self.changed:
             try:

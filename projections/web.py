@@ -1,9 +1,18 @@
 """HTTP read side: context windows per thread (`om serve`).
 
-    GET /healthz
+    GET /healthz                          200 once the projection has read `<ns>.events` up
+                                          to its end offsets at start (503 before)
     GET /threads                          threads known to the projection
     GET /threads/{threadId}/context       observations + unobserved messages (JSON)
-        ?wait=SECONDS  while a blocking observation is in flight, wait up to this long (10)
+        ?after=PARTITION:OFFSET  first wait until the projection has applied an event caused by
+                       that record of `<ns>.log` (or a later one of its partition): the agent
+                       reads its own writes.  `OmClient` sends return these positions.
+        ?wait=SECONDS  how long to wait, for `after` and while a blocking observation is in
+                       flight (10)
+
+The answer has `"stale": true` when the `after` position was not reached in time (the view is
+then the current one).  Only records whose fold always emits an event reach their position by
+themselves: accepted messages and steps (see `omstream.client`).
 
 A blocked memory is the original's synchronous observation seen from the read side: the
 request waits for the cycle to end instead of returning a window that is about to change.
@@ -18,6 +27,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
+from omstream.client import LogPosition
 from omstream.settings import Settings
 
 from .feed import ProjectionFeed
@@ -39,7 +49,8 @@ def build_web_app(feed: ProjectionFeed) -> web.Application:
 
     @routes.get("/healthz")
     async def health(_: web.Request) -> web.Response:
-        # 503 until the feed reads the topics: a window served before that would be empty.
+        # 503 until the feed has read the events that existed at start: a window served before
+        # that could miss messages and observations the log already has.
         return web.json_response({"ok": feed.ready, "threads": len(feed.projection.threads)},
                                  status=200 if feed.ready else 503)
 
@@ -55,15 +66,25 @@ def build_web_app(feed: ProjectionFeed) -> web.Application:
     async def context(request: web.Request) -> web.Response:
         thread_id = request.match_info["thread_id"]
         try:
-            wait = float(request.query.get("wait", "10"))
+            wait = min(max(float(request.query.get("wait", "10")), 0.0), 300.0)
         except ValueError:
             raise web.HTTPBadRequest(text="wait must be a number of seconds")
+        try:
+            after = LogPosition.parse(request.query["after"]) if "after" in request.query else None
+        except ValueError as exc:
+            raise web.HTTPBadRequest(text=str(exc))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        stale = False
+        if after is not None:
+            stale = not await feed.wait_until(lambda: feed.caught_up(*after), wait)
         if thread_id not in feed.projection.threads:
             raise web.HTTPNotFound(text=f"unknown thread {thread_id!r}")
         view = feed.projection.view(thread_id)
-        if view.blocked and wait > 0:
-            await feed.wait_until(lambda: not view.blocked, min(wait, 300.0))
-        return web.json_response(view.snapshot())
+        left = deadline - loop.time()
+        if view.blocked and left > 0:
+            await feed.wait_until(lambda: not view.blocked, left)
+        return web.json_response({**view.snapshot(), "stale": stale})
 
     app = web.Application()
     app.add_routes(routes)

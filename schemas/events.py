@@ -9,7 +9,11 @@ crash has the id of the first and consumers drop it.
 omstream adds a few optional fields to `data` (marked below): what a read side needs to rebuild
 the context window from the log alone (`observedMessageIds`, `activatedMessageIds`, `cursor`,
 `generation`, and the hints an activated chunk brings).  Consumers that do not know them ignore
-them.
+them.  Two omstream events make `<ns>.events` the read side's only source: `om-message-accepted`
+(every message the fold accepted, in the order it folded them) and `om-memory-deleted`.  The
+worker stamps each event with `inputOffset`, the position of the input record that caused it, so
+a reader can wait until its own write has been folded (`inputLast` marks the last event of
+that record).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Annotated, Any, Literal, Union, get_args
 from pydantic import Field
 
 from .base import SCHEMA_VERSION, Count, NonEmptyStr, Timestamp, WireModel
+from .messages import Message
 
 __all__ = [
     "EVENT_TYPES",
@@ -39,6 +44,8 @@ __all__ = [
     "EventEnvelope",
     "MemoryDeleted",
     "MemoryDeletedData",
+    "MessageAccepted",
+    "MessageAcceptedData",
     "TemporalGap",
     "TemporalGapData",
     "ExtractionFailure",
@@ -108,6 +115,14 @@ class EventEnvelope(WireModel):
     event_time: Timestamp
     """When it happened, ISO-8601: the time of the input that caused it (event time, not wall
     clock)."""
+    input_offset: Count | None = None
+    """omstream: the offset in `<ns>.log` of the input record whose fold emitted the event; the
+    partition is the event's own (both topics are keyed by the memory key and have the same
+    partition count). Readers use it to wait for their own writes. Absent outside the worker
+    (`om simulate`)."""
+    input_last: bool | None = None
+    """omstream: true on the last event the input record at `inputOffset` caused, so a reader
+    knows that record's output is complete. Absent on the others and outside the worker."""
 
 
 # --- data-om-status ---------------------------------------------------------------------------
@@ -561,6 +576,24 @@ class MemoryDeleted(EventEnvelope):
     """The event's fields (spec §11; omstream's additions are optional)."""
 
 
+class MessageAcceptedData(WireModel):
+    """A message the fold accepted into the memory (not a duplicate, not refused)."""
+
+    message: Message
+    """omstream: the message as the fold folded it, in its wire form; `tokens` is the count the
+    fold used (with its counter's name)."""
+
+
+class MessageAccepted(EventEnvelope):
+    """A message joined the memory; the read side shows it until an observation covers it (an
+    omstream event: projections read messages from here, never from the input log)."""
+
+    type: Literal["om-message-accepted"] = "om-message-accepted"
+    """Event kind: always `om-message-accepted`."""
+    data: MessageAcceptedData
+    """The event's fields (an omstream addition)."""
+
+
 #: Any record of `<ns>.events`, told apart by `type`.
 Event = Annotated[
     Union[
@@ -576,6 +609,7 @@ Event = Annotated[
         ResultIgnored,
         MemoryDeleted,
         TemporalGap,
+        MessageAccepted,
     ],
     Field(discriminator="type"),
 ]

@@ -132,7 +132,7 @@ async def produce_file(settings, path: Path) -> int:
 
     messages = read_conversation(path)
     async with OmClient(settings) as client:
-        return await client.send_messages(messages)
+        return len(await client.send_messages(messages))
 
 
 def cmd_produce(args: argparse.Namespace) -> int:

@@ -3,10 +3,20 @@
     async with OmClient(load_settings()) as om:
         await om.send_message(Message(id="m1", thread_id="t1", role="user",
                                       content="hello", created_at=now))
-        await om.step_started("t1", step_number=0, after_message_id="m1")
+        step = await om.step_started("t1", step_number=0, after_message_id="m1")
+        window = await om.context("t1", after=step)   # read your own writes
 
 Every record is keyed by its memory key, so all inputs of one memory land on one partition.
 Token counts are taken here, once, with the configured counter, and travel with the message.
+
+Every send returns the log position(s) it wrote (`LogPosition`, partition and offset).  Passed
+as `after` to `context` (or `GET /threads/{id}/context?after=<partition>:<offset>`), it makes the
+read wait until the fold's output for that record is in the projection.  That holds for the
+records whose fold always emits an event: an accepted message (`om-message-accepted`) and a step
+with memory enabled (`data-om-status`), also when a blocking cycle held them (their events come
+when the cycle ends, which is what the reader should wait for).  A turn end, a command that
+changes nothing or a duplicate message may emit nothing: `after` with their position is met
+only by a later event of the partition, otherwise the read times out and says it is stale.
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime, timezone
 from types import TracebackType
+from typing import Any, NamedTuple
 
 from omstream.schemas.codec import decode_input, encode
 from omstream.schemas.control import (
@@ -33,7 +44,29 @@ from .conversation import turns
 from .settings import Settings
 from .topics import Topics, partitions_of
 
-__all__ = ["OmClient", "known_thread"]
+__all__ = ["LogPosition", "OmClient", "known_thread"]
+
+
+class LogPosition(NamedTuple):
+    """Where a record was written in `<ns>.log`; `str()` is the `after=` form `partition:offset`."""
+
+    partition: int
+    offset: int
+
+    def __str__(self) -> str:
+        return f"{self.partition}:{self.offset}"
+
+    @classmethod
+    def parse(cls, text: str) -> LogPosition:
+        """`"1:42"` -> `LogPosition(1, 42)`; `ValueError` for anything else."""
+        partition, sep, offset = text.partition(":")
+        if not sep or not partition.isdigit() or not offset.isdigit():
+            raise ValueError(f"a log position is <partition>:<offset>, not {text!r}")
+        return cls(int(partition), int(offset))
+
+
+def _position(metadata: Any) -> LogPosition:
+    return LogPosition(metadata.partition, metadata.offset)
 
 
 class OmClient:
@@ -69,73 +102,102 @@ class OmClient:
         count = TokenCount(counter=self._counter.name, count=tokens)
         return message.model_copy(update={"tokens": count})
 
-    async def send_message(self, message: Message) -> None:
-        await self.send_messages([message])
+    async def send_message(self, message: Message) -> LogPosition:
+        """Send one message; its position in the log."""
+        [position] = await self.send_messages([message])
+        return position
 
-    async def send_messages(self, messages: Iterable[Message]) -> int:
-        """Send in order and wait until the broker has every one. Returns how many."""
+    async def send_messages(self, messages: Iterable[Message]) -> list[LogPosition]:
+        """Send in order and wait until the broker has every one. Returns their positions."""
         assert self._producer is not None, "use OmClient as an async context manager"
         futures = []
         for message in messages:
             message = self.with_tokens(message)
             futures.append(await self._producer.send(
                 self.topics.log, encode(message), key=self._key(message.thread_id, message.resource_id)))
-        for fut in futures:
-            await fut
-        return len(futures)
+        return [_position(await fut) for fut in futures]
 
     async def step_started(self, thread_id: str, *, step_number: int, resource_id: str | None = None,
                            model: str | None = None, at: datetime | None = None,
-                           after_message_id: str | None = None) -> None:
-        await self.send_control(StepStarted(
+                           after_message_id: str | None = None) -> LogPosition:
+        return await self.send_control(StepStarted(
             thread_id=thread_id, resource_id=resource_id, step_number=step_number, model=model,
             at=at or datetime.now(timezone.utc), after_message_id=after_message_id))
 
     async def turn_ended(self, thread_id: str, *, resource_id: str | None = None,
-                         at: datetime | None = None, after_message_id: str | None = None) -> None:
-        await self.send_control(TurnEnded(thread_id=thread_id, resource_id=resource_id,
+                         at: datetime | None = None, after_message_id: str | None = None) -> LogPosition:
+        return await self.send_control(TurnEnded(thread_id=thread_id, resource_id=resource_id,
                                       at=at or datetime.now(timezone.utc), after_message_id=after_message_id))
 
     async def observe(self, thread_id: str, *, resource_id: str | None = None,
-                      request_id: str | None = None) -> None:
+                      request_id: str | None = None) -> LogPosition:
         """Observe the thread's unobserved messages now (manual `observe()`)."""
-        await self.send_control(ObserveRequested(
+        return await self.send_control(ObserveRequested(
             thread_id=thread_id, resource_id=resource_id, at=datetime.now(timezone.utc),
             request_id=request_id))
 
     async def reflect(self, thread_id: str, *, prompt: str | None = None,
-                      resource_id: str | None = None, request_id: str | None = None) -> None:
+                      resource_id: str | None = None, request_id: str | None = None) -> LogPosition:
         """Reflect the thread's observations now, optionally guided by `prompt`."""
-        await self.send_control(ReflectRequested(
+        return await self.send_control(ReflectRequested(
             thread_id=thread_id, resource_id=resource_id, prompt=prompt,
             at=datetime.now(timezone.utc), request_id=request_id))
 
     async def play(self, messages: Iterable[Message],
-                   after_step: Callable[[int], Awaitable[None]] | None = None) -> None:
+                   after_step: Callable[[int], Awaitable[None]] | None = None) -> list[LogPosition]:
         """Send a conversation as an agent loop would: each user message, its step 0, the
         replies, the turn's end.  `after_step(n)` runs after the n-th step was sent (a pause,
-        or waiting for the memory to settle)."""
-        steps = 0
+        or waiting for the memory to settle); the last position returned so far is that step's.
+        Returns every record's position, in order."""
+        steps, positions = 0, []
         for record in turns(messages):
             if isinstance(record, Message):
-                await self.send_message(record)
+                positions.append(await self.send_message(record))
                 continue
-            await self.send_control(record)
+            positions.append(await self.send_control(record))
             if isinstance(record, StepStarted):
                 steps += 1
                 if after_step is not None:
                     await after_step(steps)
+        return positions
 
-    async def send_control(self, record: ControlRecord) -> None:
-        """Send an agent-loop marker (keyed by its memory key, like the messages it follows)."""
+    async def send_control(self, record: ControlRecord) -> LogPosition:
+        """Send an agent-loop marker or a command (keyed by its memory key, like the messages it
+        follows); its position in the log."""
         assert self._producer is not None, "use OmClient as an async context manager"
-        await self._producer.send_and_wait(
-            self.topics.log, encode(record), key=self._key(record.thread_id, record.resource_id))
+        return _position(await self._producer.send_and_wait(
+            self.topics.log, encode(record), key=self._key(record.thread_id, record.resource_id)))
 
-    async def send_raw(self, topic: str, key: bytes | None, value: bytes) -> None:
+    async def context(self, thread_id: str, *, after: LogPosition | str | None = None,
+                      wait: float = 10.0, base_url: str | None = None) -> dict[str, Any] | None:
+        """The thread's context window from `om serve` (`base_url`, by default the configured
+        web address); None for a thread the projection does not know.
+
+        With `after` (a position a send returned), the server first waits up to `wait` seconds
+        until the fold's output for that record is in its projection; the answer's `stale` is
+        true when it was not in time."""
+        import aiohttp
+
+        url = f"{base_url or self.web_url}/threads/{thread_id}/context"
+        params = {"wait": str(wait)}
+        if after is not None:
+            params["after"] = str(after)
+        async with aiohttp.ClientSession() as http:
+            async with http.get(url, params=params, timeout=aiohttp.ClientTimeout(total=wait + 30)) as r:
+                if r.status == 404:
+                    return None
+                r.raise_for_status()
+                return await r.json()
+
+    @property
+    def web_url(self) -> str:
+        """Where `om serve` listens, from the settings."""
+        return f"http://{self.settings.web_host}:{self.settings.web_port}"
+
+    async def send_raw(self, topic: str, key: bytes | None, value: bytes) -> LogPosition:
         """Write bytes as they are (for tools and tests of the dead-letter path)."""
         assert self._producer is not None, "use OmClient as an async context manager"
-        await self._producer.send_and_wait(topic, value, key=key)
+        return _position(await self._producer.send_and_wait(topic, value, key=key))
 
 
 async def known_thread(settings: Settings, thread_id: str, resource_id: str | None = None) -> bool:

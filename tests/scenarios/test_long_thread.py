@@ -75,8 +75,6 @@ def test_the_cli_writes_a_reproducible_event_log(tmp_path):
 
 def test_the_context_projection_rebuilds_the_final_memory_from_the_log(run_once):
     projection = ContextProjection()
-    for message in read_conversation(SCENARIO / "conversation.jsonl"):
-        projection.apply_message(message)
     for event in run_once.events:
         projection.apply_event(event)
     view, state = projection.view("thread-long"), run_once.states["thread:thread-long"]

@@ -131,8 +131,6 @@ def test_buffered_reflections_become_generations_and_keep_the_chunks(async_run):
 def test_every_message_reaches_the_context_exactly_once(async_run):
     projection = ContextProjection()
     messages = read_conversation(SCENARIO / "conversation.jsonl")
-    for message in messages:
-        projection.apply_message(message)
     for event in async_run.events:
         projection.apply_event(event)
     view, state = projection.view("thread-long"), async_run.states["thread:thread-long"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
@@ -24,6 +23,7 @@ from omstream.projections.context import (
     optimize_observations_for_context,
     other_conversations_block,
 )
+from omstream.schemas.control import ThreadDeleted
 from omstream.schemas.messages import Message
 from omstream.engine.fold import fold, new_state
 from omstream.engine.observations import append_observations
@@ -208,22 +208,12 @@ def _long_run(n: int = 14, gap_days: int = 4):
     return messages, events, state
 
 
-def _project(messages, events, order=None):
-    """Both topics into one projection; with `order`, interleaved at random (each topic keeps
-    its own order, as a consumer of the two topics sees them)."""
+def _project(messages, events):
+    """The events into one projection: the read side's only source (`messages` are there only
+    to keep the call sites readable; the projection never sees them)."""
     projection = ContextProjection()
-    records = [("m", m) for m in messages] + [("e", e) for e in events]
-    if order is not None:
-        lanes = [[r for r in records if r[0] == "m"], [r for r in records if r[0] == "e"]]
-        records = []
-        while any(lanes):
-            lane = order.choice([lane for lane in lanes if lane])
-            records.append(lane.pop(0))
-    for kind, record in records:
-        if kind == "m":
-            projection.apply_message(record)
-        else:
-            projection.apply_event(record)
+    for event in events:
+        projection.apply_event(event)
     return projection.view("t1")
 
 
@@ -258,11 +248,45 @@ def test_one_chunk_message_per_observation_cycle():
     assert [m.id for m in view.unobserved()] == list(state.pending_ids)
 
 
-def test_the_window_does_not_depend_on_the_order_the_topics_are_read_in():
-    messages, events, _ = _long_run()
-    reference = _project(messages, events).snapshot()
-    for seed in range(5):
-        assert _project(messages, events, random.Random(seed)).snapshot() == reference
+def test_every_message_comes_from_the_fold_with_the_count_it_used():
+    messages, events, state = _long_run()
+    accepted = [e for e in events if e.type == "om-message-accepted"]
+    assert [e.data.message.id for e in accepted] == [m.id for m in messages]
+    assert all(e.data.message.tokens is not None and e.data.message.tokens.counter == "tokenx"
+               for e in accepted)
+    view = _project(messages, events)
+    assert [m.id for m in view.unobserved()] == list(state.pending_ids)
+
+
+def test_a_refused_message_never_reaches_the_window():
+    config = engine(100_000)
+    first = Message(id="m1", thread_id="t1", role="user", content="the real one", created_at=T0)
+    forged = first.model_copy(update={"content": "a different message under the same id"})
+    state, events = new_state("thread:t1", "t1", None), []
+    for m in (first, forged, first):  # a conflict (dead-lettered) and a duplicate (ignored)
+        out = fold(state, m, config)
+        state, events = out.state, events + list(out.events)
+    view = _project([], events)
+    assert [m.text() for m in view.unobserved()] == ["the real one"]
+
+
+def test_a_deleted_thread_never_comes_back_when_the_projection_is_rebuilt():
+    messages, events, state = _long_run(n=6)
+    deleted = fold(state, ThreadDeleted(thread_id="t1", at=T0 + timedelta(days=60)), engine(300))
+    later = Message(id="t1-new", thread_id="t1", role="user", content="starting over",
+                    created_at=T0 + timedelta(days=61))
+    again = fold(deleted.state, later, engine(300))
+    log = events + list(deleted.events) + list(again.events)
+    for _ in range(2):  # a rebuild is the same replay
+        projection = ContextProjection()
+        for event in log:
+            projection.apply_event(event)
+        view = projection.view("t1")
+        assert [m.id for m in view.unobserved()] == ["t1-new"]
+        assert view.observations == "" and not view.observed
+    for event in events:  # a re-sent old event after the deletion changes nothing
+        assert not projection.apply_event(event)
+    assert [m.id for m in projection.view("t1").unobserved()] == ["t1-new"]
 
 
 def test_duplicate_events_change_nothing():

@@ -24,13 +24,15 @@ def run(inputs, config):
 
 
 def types(events):
-    return [e.type for e in events if e.type != "data-om-status"]
+    """The cycle events: without the per-step status and the per-message acceptance."""
+    return [e.type for e in events if e.type not in ("data-om-status", "om-message-accepted")]
 
 
 def test_below_threshold_nothing_is_observed():
     state, events, jobs, _ = run([message(0, words=20)], engine(500))
     assert jobs == [] and types(events) == []
-    assert [e.type for e in events] == ["data-om-status"]
+    assert [e.type for e in events] == ["om-message-accepted", "data-om-status"]
+    assert events[0].data.message.tokens.count == state.pending[0].tokens
     assert state.pending_ids == ("t1-m0",)
 
 
@@ -55,11 +57,17 @@ def test_messages_arriving_during_a_cycle_are_held_then_folded_in_order():
     config = engine(500)
     state, _, jobs, _ = run([message(i) for i in range(6)], config)
     for i in range(6, 9):
-        state = fold(state, message(i), config).state
+        held = fold(state, message(i), config)
+        assert held.events == ()  # announced when folded, not when held
+        state = held.state
     assert [h["id"] for h in state.held] == ["t1-m6", "t1-m7", "t1-m8"]
     out = fold(state, scripted_result(jobs[0]), config)
     assert out.state.held == ()
     assert out.state.pending_ids == ("t1-m6", "t1-m7", "t1-m8")
+    accepted = [e for e in out.events if e.type == "om-message-accepted"]
+    assert [e.data.message.id for e in accepted] == ["t1-m6", "t1-m7", "t1-m8"]
+    end = next(e for e in out.events if e.type == "data-om-observation-end")
+    assert end.seq < accepted[0].seq  # after the cycle that held them, in order
 
 
 def test_second_boundary_is_appended_after_a_message_boundary_line():
@@ -82,7 +90,7 @@ def test_duplicate_message_is_ignored_and_a_conflicting_one_rejected():
     changed = original.model_copy(update={"content": "something else"})
     state, events, _, rejected = run([original, original, changed], config)
     assert state.pending_ids == ("t1-m0",)
-    assert len(events) == 1
+    assert [e.type for e in events] == ["om-message-accepted", "data-om-status"]  # the first copy only
     assert len(rejected) == 1 and "already used for a different message" in rejected[0].reason
 
 
@@ -167,8 +175,8 @@ def test_folding_the_same_input_twice_gives_identical_logs():
 
 def test_event_ids_derive_from_key_and_sequence():
     _, events, _, _ = run([message(i) for i in range(3)], engine(5000))
-    assert [e.seq for e in events] == [1, 2, 3]
-    assert len({e.event_id for e in events}) == 3
+    assert [e.seq for e in events] == [1, 2, 3, 4, 5, 6]  # acceptance and status per message
+    assert len({e.event_id for e in events}) == 6
 
 
 def test_engine_imports_no_io():

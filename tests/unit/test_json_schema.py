@@ -321,6 +321,9 @@ VALID: dict[str, dict[str, Any]] = {
         "contents": "3 hours later — 03/03/2025, 12:00 PM UTC"}},
     "om-memory-deleted.json": {**ENVELOPE, "type": "om-memory-deleted",
                                "data": {"reason": "thread-deleted", "generationCount": 2}},
+    "om-message-accepted.json": {**ENVELOPE, "type": "om-message-accepted", "inputOffset": 41, "inputLast": True, "data": {
+        "message": {"type": "message", "id": "m1", "threadId": "t1", "role": "user", "content": "hi",
+                    "createdAt": T, "tokens": {"counter": "tokenx", "count": 2}}}},
 }
 
 

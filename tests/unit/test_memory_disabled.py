@@ -27,7 +27,10 @@ def conversation(n: int) -> list:
 def test_a_disabled_memory_runs_no_cycle_and_keeps_every_message_pending():
     config = engine(300, enabled=False, observation={"bufferTokens": 0.2, "bufferOnIdle": True})
     state, events, jobs, rejected = run(config, conversation(20))
-    assert (events, jobs, rejected) == ([], [], [])
+    assert (jobs, rejected) == ([], [])
+    # Only the acceptances: every message reaches the agent raw, through the read side.
+    assert {e.type for e in events} == {"om-message-accepted"}
+    assert [e.data.message.id for e in events] == [f"t1-m{i}" for i in range(20)]
     assert [p.id for p in state.pending] == [f"t1-m{i}" for i in range(20)]
     assert state.observations == "" and state.cursor is None
 
@@ -42,7 +45,7 @@ def test_manual_cycles_on_a_disabled_memory_are_refused_with_a_reason():
     _, events, jobs, rejected = run(config, [
         message(0), ObserveRequested(thread_id="t1", at=T0),
         ReflectRequested(thread_id="t1", at=T0, prompt="condense")])
-    assert (events, jobs) == ([], [])
+    assert ([e.type for e in events], jobs) == (["om-message-accepted"], [])
     assert [r.reason.split(" for ")[0] for r in rejected] == ["observe-requested", "reflect-requested"]
     assert all("thread:t1" in r.reason and "enabled is false" in r.reason for r in rejected)
 
