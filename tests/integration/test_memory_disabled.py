@@ -8,6 +8,7 @@ import orjson
 import pytest
 
 from omstream.client import OmClient
+from omstream.schemas.codec import decode_event
 from omstream.topics import Topics
 from tests.helpers import message
 from tests.integration.support import final_states, read_all, settled_feed
@@ -58,7 +59,11 @@ def test_a_disabled_memory_passes_every_message_raw_and_emits_no_job(new_env):
     feed, jobs, events, dead = asyncio.run(scenario())
     print(f"disabled memory: {sum(map(len, threads.values()))} messages, {len(jobs)} jobs, "
           f"{len(events)} events, {len(dead)} dead letters")
-    assert jobs == [] and events == [], env.logs()
+    # No cycle, no job: the only events are the acceptances the read side shows them from.
+    assert jobs == [], env.logs()
+    accepted = [decode_event(r.value) for r in events]
+    assert {e.type for e in accepted} == {"om-message-accepted"}, env.logs()
+    assert sorted(e.data.message.id for e in accepted) == sorted(m.id for ms in threads.values() for m in ms)
     for thread, msgs in threads.items():
         view = feed.projection.threads[thread]
         assert view.observations == "" and not view.observed
