@@ -49,7 +49,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from .durations import IdleActivation, parse_activate_after_idle
+from .durations import IdleActivation, parse_activate_after_idle, parse_duration_ms
 
 __all__ = [
     "BUILT_IN_SLUGS",
@@ -742,6 +742,28 @@ class OmConfig(_Options):
     # at every message (producers without an agent loop), or "auto": per message until the
     # first step arrives, then per step.
     check_thresholds_at: Literal["auto", "step", "message"] = "auto"
+    # omstream option: a blocking cycle whose start lies more than this before the event time of
+    # a later input of its memory fails ("deadline") and the held inputs are applied: a backstop
+    # for a result that never comes.  Milliseconds or a duration ("10m", "90s"); default 10 min.
+    cycle_deadline: int | float | str = "10m"
+
+    @field_validator("cycle_deadline", mode="before")
+    @classmethod
+    def _deadline(cls, value: int | float | str) -> int | float | str:
+        try:
+            ms = parse_duration_ms(value) if isinstance(value, str) else value
+        except ValueError:
+            ms = 0
+        if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not math.isfinite(ms) or ms <= 0:
+            raise ValueError(f"{value!r} is not a cycle deadline; use milliseconds (600000) or a "
+                             "duration such as '10m' or '90s', more than zero")
+        return value
+
+    @property
+    def cycle_deadline_ms(self) -> int | float:
+        """`cycleDeadline` in milliseconds."""
+        value = self.cycle_deadline
+        return parse_duration_ms(value) if isinstance(value, str) else value
 
     @field_validator("token_counter")
     @classmethod

@@ -224,6 +224,34 @@ def on_result(step: Step, result: ModelResult) -> None:
     ), at)
 
 
+def expire_overdue(step: Step, at: datetime) -> bool:
+    """End the blocking cycle in flight as failed if it started more than `cycleDeadline` before
+    `at` (the event time of a later input of the memory); True if it did.
+
+    The backstop for an answer that never comes (the model agents answer every job, with a
+    failure at their own deadline, but a lost record must not hold the memory for good).  It
+    reads event time only, so a refold decides the same; a result arriving later finds no cycle
+    waiting and is recorded as ignored (`on_result`).  A reflection gives up rather than climb
+    its ladder: there is no answer to judge.
+    """
+    cycle = step.state.in_flight
+    deadline_ms = step.config.om.cycle_deadline_ms
+    if cycle is None or at - cycle.started_at <= timedelta(milliseconds=deadline_ms):
+        return False
+    error = f"deadline: no model answer within cycleDeadline ({deadline_ms:g} ms) of the cycle's start"
+    if cycle.kind == "reflect":
+        done = step.now(cycle.started_at + timedelta(milliseconds=deadline_ms))
+        step.update(in_flight=None)
+        _reflection_gave_up(step, cycle, error, done, round(deadline_ms))
+        return True
+    _blocking_result(step, cycle, ModelResult(
+        kind=cycle.kind, cycle_id=cycle.cycle_id, memory_key=step.state.memory_key,
+        thread_id=step.state.thread_id, request_hash="deadline", ok=False, error=error,
+        error_code="deadline", model=cycle.model or "unknown", attempts=0,
+        started_at=cycle.started_at, completed_at=cycle.started_at + timedelta(milliseconds=deadline_ms)))
+    return True
+
+
 def _blocking_result(step: Step, cycle: Cycle, result: ModelResult) -> None:
     done, duration = _outcome_time(step, cycle, result)
     step.update(in_flight=None)

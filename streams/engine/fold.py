@@ -39,13 +39,15 @@ from omstream.schemas.control import (
 from omstream.schemas.events import (
     MemoryDeleted,
     MemoryDeletedData,
+    MessageAccepted,
+    MessageAcceptedData,
     TemporalGap,
     TemporalGapData,
     ThreadUpdate,
     ThreadUpdateData,
 )
 from omstream.schemas.jobs import ModelResult
-from omstream.schemas.messages import Message
+from omstream.schemas.messages import Message, TokenCount
 
 from . import cycles
 from .state import MemoryState, PendingMessage
@@ -85,10 +87,20 @@ def _apply(step: Step, event: Input) -> None:
         # Never held: a deletion also cancels the cycle in flight (its result is then ignored).
         if not _already_applied(step, event):
             _delete(step, event)
-    elif step.state.in_flight is not None:
-        _hold(step, event)
     else:
-        _handle(step, event)
+        _expire_overdue(step, event)
+        if step.state.in_flight is not None:
+            _hold(step, event)
+        else:
+            _handle(step, event)
+
+
+def _expire_overdue(step: Step, event: Input) -> None:
+    """A blocking cycle past `cycleDeadline` at this input's event time fails, and the inputs
+    it held are applied before this one (see `cycles.expire_overdue`)."""
+    at = getattr(event, "created_at", None) or getattr(event, "at", None)
+    if step.state.in_flight is not None and at is not None and cycles.expire_overdue(step, at):
+        _release_held(step)
 
 
 def _handle(step: Step, event: Input) -> None:
@@ -168,8 +180,8 @@ def _is_duplicate(step: Step, message: Message) -> bool:
 
 
 def _message_tokens(message: Message, counter: Counter, model: str | None = None) -> int:
-    if message.tokens is not None and message.tokens.counter == counter.name:
-        return message.tokens.count
+    # A producer's count is never trusted: a count of 0 (or a wrong one) would keep a memory
+    # from ever observing.  The configured counter is deterministic, so a refold agrees.
     return count_message(message, counter, model)
 
 
@@ -196,11 +208,22 @@ def _on_message(step: Step, message: Message, *, released: bool = False) -> None
     )
     # The marker follows the message it was made for, in the observer's history (spec §14).
     step.update(pending=(*step.state.pending, pending, *((marker,) if marker else ())))
+    _announce(step, message, pending.tokens, counter.name, now)
     if message.role == "assistant":
         step.update(last_activity_at=message.created_at,
                     last_model=_actor_model(message) or step.state.last_model)
     if _memory_on(step) and _checks_per_message(step):
         cycles.check(step, now, None, _actor_model(message))
+
+
+def _announce(step: Step, message: Message, tokens: int, counter: str, now: datetime) -> None:
+    """Tell the read side the message joined the memory, before any cycle it triggers.
+
+    Projections read messages only from here, never from the input log: a duplicate, a refused
+    or a dead-lettered message is never shown to an agent, and a held message appears when it
+    is folded, in the fold's order.  The count is the one the fold used."""
+    folded = message.model_copy(update={"tokens": TokenCount(counter=counter, count=tokens)})
+    step.emit(MessageAccepted, MessageAcceptedData(message=folded), now)
 
 
 def _tool_ids(message: Message, part_type: str) -> tuple[str, ...]:

@@ -19,7 +19,8 @@ for a hosted model, which would receive them as unknown arguments):
   `'malformed'` answers text with neither an `<observations>` block nor list lines;
   `'degenerate'` answers a looping text (a block of lines repeated 20 times, §7.6);
   `'hang'` never answers: the call sleeps for `HANG_SECONDS` (an hour), far beyond any job
-  deadline, so the model agent's deadline (`job_deadline_ms`) is what ends it.
+  deadline, so the model agent's deadline (`job_deadline_ms`) is what ends it (`failTimes`
+  and `failModel` apply as to the other failures).
 - `failTimes`: how many calls fail before the model answers normally (default: every call).
   Calls are counted per request content (model, messages and these settings, hashed), so
   the same request fails the same way in every run; `reset_failures()` forgets the counts.
@@ -223,27 +224,23 @@ def _raise(litellm, kind: str, model: str) -> None:
         raise litellm.BadRequestError(**common)
 
 
-def _hangs(model: str, params: dict[str, Any]) -> bool:
-    """Whether this call is one that never answers (`failWith = 'hang'`, `failModel` honoured)."""
-    target = params.get("failModel")
-    name = model.split("/", 1)[-1]
-    return params.get("failWith") == "hang" and (target is None or str(target) in (f"scripted/{name}", name))
-
-
 def register() -> None:
     """Add the `scripted` provider to litellm (idempotent)."""
     import litellm
     from litellm import CustomLLM, ModelResponse
 
     class ScriptedProvider(CustomLLM):
-        def _answer(self, model: str, messages: list, optional_params: dict) -> ModelResponse:
+        def _failure(self, model: str, messages: list, optional_params: dict) -> str | None:
+            try:
+                return failure_for(f"scripted/{model.split('/', 1)[-1]}", messages, optional_params)
+            except ValueError as exc:
+                raise litellm.BadRequestError(message=str(exc), model=model, llm_provider="scripted") from None
+
+        def _answer(self, model: str, messages: list, optional_params: dict,
+                    failure: str | None) -> ModelResponse:
             system = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
             user = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "user")
             name = model.split("/", 1)[-1]
-            try:
-                failure = failure_for(f"scripted/{name}", messages, optional_params)
-            except ValueError as exc:
-                raise litellm.BadRequestError(message=str(exc), model=model, llm_provider="scripted") from None
             if failure is not None:
                 _raise(litellm, failure, f"scripted/{name}")
             if failure == "malformed":
@@ -273,15 +270,17 @@ def register() -> None:
 
         def completion(self, model, messages, *args, optional_params=None, **kwargs):
             params = optional_params or kwargs.get("optional_params") or {}
-            if _hangs(model, params):
+            failure = self._failure(model, messages, params)
+            if failure == "hang":
                 time.sleep(HANG_SECONDS)
-            return self._answer(model, messages, params)
+            return self._answer(model, messages, params, failure)
 
         async def acompletion(self, model, messages, *args, optional_params=None, **kwargs):
             params = optional_params or kwargs.get("optional_params") or {}
-            if _hangs(model, params):
+            failure = self._failure(model, messages, params)
+            if failure == "hang":
                 await asyncio.sleep(HANG_SECONDS)  # without blocking the worker's event loop
-            return self._answer(model, messages, params)
+            return self._answer(model, messages, params, failure)
 
     if not any(p.get("provider") == "scripted" for p in litellm.custom_provider_map):
         litellm.custom_provider_map = [
