@@ -51,10 +51,10 @@ import faust
 import orjson
 
 from omstream.schemas.codec import DecodeFailure, decode_input, decode_job, encode
-from omstream.schemas.control import ResourceDeleted, ThreadDeleted
+from omstream.schemas.control import ResourceDeleted
 from omstream.schemas.jobs import JobKind, ModelJob, ModelResult
 from omstream.schemas.messages import Message
-from omstream.engine.fold import EngineConfig, fold, memory_key, new_state
+from omstream.engine.fold import EngineConfig, fold, holds, memory_key, new_state
 from omstream.engine.state import MemoryState
 from omstream.models.calls import RetryPolicy, warm_up
 from omstream.models.hooks import Hooks, run_job_with_hooks
@@ -201,7 +201,7 @@ def _fold_checked(ctx: FoldContext, message, stored: Callable[[bytes], bytes | N
     if state is None:
         resource = getattr(record, "resource_id", None)
         state = new_state(key, record.thread_id or resource, resource)
-    if _would_hold(state, record):
+    if holds(state, record, ctx.config):
         violation = check_held(len(state.held), ctx.limits)
         if violation is not None:
             raise _Refused(violation.code, violation.reason)
@@ -232,12 +232,6 @@ def _checked_key(ctx: FoldContext, message, record) -> str:
     return key
 
 
-def _would_hold(state: MemoryState, record) -> bool:
-    """Whether the fold will hold this record behind the blocking cycle in flight (see fold)."""
-    return (state.in_flight is not None
-            and not isinstance(record, (ModelResult, ThreadDeleted, ResourceDeleted)))
-
-
 def _fold_outcome(ctx: FoldContext, message, kbytes: bytes, state: MemoryState, record) -> Outcome:
     """Fold, encode every output and check its size before anything is sent."""
     folded = fold(state, record, ctx.config)
@@ -255,7 +249,14 @@ def _fold_outcome(ctx: FoldContext, message, kbytes: bytes, state: MemoryState, 
                            f"{len(value)} bytes; the limit is {MAX_OUTPUT_BYTES} (below the broker's "
                            "max.message.bytes)")
     offsets = {**folded.state.offsets, message.topic: message.offset}
-    return Outcome(records, kbytes, folded.state.model_copy(update={"offsets": offsets}).model_dump_json().encode())
+    state_bytes = folded.state.model_copy(update={"offsets": offsets}).model_dump_json().encode()
+    if len(state_bytes) > MAX_OUTPUT_BYTES:
+        # The state is a record too (the table's changelog): one the broker refuses would stop
+        # the worker.  Refusing the input keeps the memory as it was.
+        raise _Refused("output-too-large", f"folding the record makes the memory's state "
+                       f"{len(state_bytes)} bytes; the limit is {MAX_OUTPUT_BYTES} (below the "
+                       "broker's max.message.bytes)")
+    return Outcome(records, kbytes, state_bytes)
 
 
 def _fail_result(ctx: FoldContext, message, kbytes: bytes, state: MemoryState, result: ModelResult,

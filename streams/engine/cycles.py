@@ -78,7 +78,7 @@ from .reflection_plan import (
     plan_reflection,
 )
 from .state import BufferedChunk, BufferedReflection, Cycle, Generation, MemoryState, PendingMessage
-from .step import Step
+from .step import EngineConfig, Step
 from .thresholds import (
     BufferCandidate,
     enough_to_buffer,
@@ -224,6 +224,11 @@ def on_result(step: Step, result: ModelResult) -> None:
     ), at)
 
 
+def is_overdue(cycle: Cycle, at: datetime, config: EngineConfig) -> bool:
+    """Whether a blocking cycle started more than `cycleDeadline` before event time `at`."""
+    return at - cycle.started_at > timedelta(milliseconds=config.om.cycle_deadline_ms)
+
+
 def expire_overdue(step: Step, at: datetime) -> bool:
     """End the blocking cycle in flight as failed if it started more than `cycleDeadline` before
     `at` (the event time of a later input of the memory); True if it did.
@@ -236,7 +241,7 @@ def expire_overdue(step: Step, at: datetime) -> bool:
     """
     cycle = step.state.in_flight
     deadline_ms = step.config.om.cycle_deadline_ms
-    if cycle is None or at - cycle.started_at <= timedelta(milliseconds=deadline_ms):
+    if cycle is None or not is_overdue(cycle, at, step.config):
         return False
     error = f"deadline: no model answer within cycleDeadline ({deadline_ms:g} ms) of the cycle's start"
     if cycle.kind == "reflect":

@@ -56,7 +56,7 @@ from .temporal import TimedMessage, plan_temporal_gap
 from .tokens import Counter, count_message
 from .transcript import SIGNAL, message_lines
 
-__all__ = ["EngineConfig", "Folded", "Input", "Rejected", "fold", "memory_key", "new_state"]
+__all__ = ["EngineConfig", "Folded", "Input", "Rejected", "fold", "holds", "memory_key", "new_state"]
 
 Input = InputRecord
 _INPUT = TypeAdapter(InputRecord)
@@ -98,9 +98,22 @@ def _apply(step: Step, event: Input) -> None:
 def _expire_overdue(step: Step, event: Input) -> None:
     """A blocking cycle past `cycleDeadline` at this input's event time fails, and the inputs
     it held are applied before this one (see `cycles.expire_overdue`)."""
-    at = getattr(event, "created_at", None) or getattr(event, "at", None)
+    at = _event_time(event)
     if step.state.in_flight is not None and at is not None and cycles.expire_overdue(step, at):
         _release_held(step)
+
+
+def _event_time(event: Input) -> datetime | None:
+    return getattr(event, "created_at", None) or getattr(event, "at", None)
+
+
+def holds(state: MemoryState, event: Input, config: EngineConfig) -> bool:
+    """Whether `fold` holds `event` behind the blocking cycle in flight (at least until the
+    cycle ends), so a worker can bound how many inputs one memory holds."""
+    if state.in_flight is None or isinstance(event, (ModelResult, ThreadDeleted, ResourceDeleted)):
+        return False
+    at = _event_time(event)
+    return at is None or not cycles.is_overdue(state.in_flight, at, config)
 
 
 def _handle(step: Step, event: Input) -> None:

@@ -195,3 +195,26 @@ def test_a_client_token_count_is_never_trusted():
     state = fold(new_state("thread:t1", "t1", "u1"), zero, ctx.config).state
     assert state.pending[0].tokens > 0
     assert state.pending[0].tokens == fold(new_state("thread:t1", "t1", "u1"), message(0), ctx.config).state.pending[0].tokens
+
+
+def test_an_input_past_the_cycle_deadline_is_not_busy_it_ends_the_cycle():
+    ctx = FoldContext(Settings(), TOPICS, engine(500, cycleDeadline="1m"), Limits(max_held=1), SECRET)
+    store = Store()
+    blocking(store, ctx)
+    start = store.state().in_flight.started_at
+    store.feed(ctx, raw(message(6)))  # held: the one allowed
+    overdue = message(7).model_copy(update={"created_at": start + timedelta(minutes=2)})
+    outcome = store.feed(ctx, raw(overdue))
+    assert dead(outcome) == [] and "data-om-observation-failed" in event_types(outcome)
+
+
+def test_a_state_too_large_for_the_broker_refuses_the_input_and_keeps_the_memory():
+    ctx = context(replace(Limits(), max_record_bytes=4 * 1024 * 1024, max_text_chars=10**7), message_tokens=10**7)
+    store = Store()
+    half = MAX_OUTPUT_BYTES * 6 // 10  # each message's event fits; two in the state do not
+    store.feed(ctx, orjson.dumps({**orjson.loads(raw(message(0))), "content": "a " * (half // 2)}))
+    before = store.states[KEY]
+    outcome = store.feed(ctx, orjson.dumps({**orjson.loads(raw(message(1))), "content": "b " * (half // 2)}))
+    [letter] = dead(outcome)
+    assert letter["code"] == "output-too-large" and "state" in letter["reason"]
+    assert store.states[KEY] == before
