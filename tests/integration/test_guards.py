@@ -122,3 +122,47 @@ def test_a_model_that_never_answers_fails_the_cycle_at_the_deadline_and_held_mes
     assert status == 200 and context["blocked"] is False
     assert [m["id"] for m in context["messages"]] == [m.id for m in (*first, held)]
     assert_worker_never_restarted(env)
+
+
+# The model agents' deadline is left long (10 min): the fold's own backstop ends the cycle.
+BACKSTOP = """job_deadline_ms = 600000
+
+[observationalMemory]
+tokenCounter = "tokenx"
+cycleDeadline = "2s"
+
+[observationalMemory.observation]
+model = "scripted/observer"
+messageTokens = 500
+bufferTokens = false
+modelSettings = { failWith = "hang" }
+"""
+
+
+def test_the_fold_fails_an_overdue_cycle_at_the_next_input_past_cycle_deadline(new_env):
+    env = new_env(options=BACKSTOP)
+    env.start_worker()
+    first = [message(i, thread="late") for i in range(6)]
+
+    async def scenario():
+        async with EventWatcher(env.settings) as watcher, OmClient(env.settings) as client:
+            await client.send_messages(first)
+            events = await watcher.wait_for(
+                lambda evs: any(e.type == "data-om-observation-start" for e in evs), 60)
+            start = next(e for e in events if e.type == "data-om-observation-start").data.started_at
+            # Event time, not the worker's clock, decides: within the deadline it is held ...
+            inside = message(6, thread="late").model_copy(update={"created_at": start + timedelta(seconds=1)})
+            past = message(7, thread="late").model_copy(update={"created_at": start + timedelta(seconds=3)})
+            await client.send_messages([inside, past])
+            return await watcher.wait_for(
+                lambda evs: any(e.type == "data-om-observation-failed" for e in evs)
+                and "late-m6" in accepted_ids(evs), timeout=60)
+
+    events = asyncio.run(scenario())
+    failed = next(e for e in events if e.type == "data-om-observation-failed")
+    assert failed.data.error.startswith("deadline: no model answer within cycleDeadline (2000 ms)")
+    types = [e.type for e in events]
+    assert types.index("data-om-observation-failed") < types.index("om-message-accepted", types.index(
+        "data-om-observation-start"))  # the held message is applied after the failure
+    assert accepted_ids(events).count("late-m6") == 1
+    assert_worker_never_restarted(env)
