@@ -22,8 +22,26 @@ validation and crash the worker when an event carrying it is encoded.  The depth
 iterative and skips string contents, so brackets inside strings do not count.
 
 The clock-skew check compares a message's `createdAt` with the record's Kafka timestamp, the
-log's own time, so it gives the same answer on every refold.  `max_held` bounds the inputs a
-memory holds while a blocking cycle runs (see `omstream.worker`).
+log's own time, so it gives the same answer on every refold.
+
+`max_held` bounds the inputs a memory holds while a blocking cycle runs: beyond it, a record the
+fold would hold is dead-lettered as `memory-busy` and the cycle goes on.  Failing the cycle
+early instead would let a burst of inputs cancel an observation that is about to succeed and
+make what the memory decides depend on how fast a producer sends; a busy memory is a state the
+producer can see and retry, and it cannot last: every blocking cycle ends by its deadlines.
+
+=====================  ==============================================  =========
+deadline               where                                           default
+=====================  ==============================================  =========
+model job              `[omstream] job_deadline_ms` (`OM_JOB_...`)     300000 ms
+blocking cycle         `observationalMemory.cycleDeadline`             `"10m"`
+=====================  ==============================================  =========
+
+A model agent answers a job it has not finished after `job_deadline_ms` with a failed result
+(`errorCode: deadline`).  The fold's backstop, for a result that never reaches the log: a
+blocking cycle that started more than `cycleDeadline` before the event time of a later input of
+its memory fails (`deadline: ...`) and the inputs it held are applied; an answer arriving after
+that is recorded as ignored.
 """
 
 from __future__ import annotations
