@@ -33,11 +33,11 @@ producer can see and retry, and it cannot last: every blocking cycle ends by its
 =====================  ==============================================  =========
 deadline               where                                           default
 =====================  ==============================================  =========
-model job              `[omstream] job_deadline_ms` (`OM_JOB_...`)     300000 ms
+model job              `job_deadline_ms` (`OM_JOB_DEADLINE_MS`)        300000 ms
 blocking cycle         `observationalMemory.cycleDeadline`             `"10m"`
 =====================  ==============================================  =========
 
-A model agent answers a job it has not finished after `job_deadline_ms` with a failed result
+A model agent answers a job it has not finished after `[omstream] job_deadline_ms` with a failed result
 (`errorCode: deadline`).  The fold's backstop, for a result that never reaches the log: a
 blocking cycle that started more than `cycleDeadline` before the event time of a later input of
 its memory fails (`deadline: ...`) and the inputs it held are applied; an answer arriving after
