@@ -37,8 +37,8 @@ model job              `job_deadline_ms` (`OM_JOB_DEADLINE_MS`)        300000 ms
 blocking cycle         `observationalMemory.cycleDeadline`             `"10m"`
 =====================  ==============================================  =========
 
-A model agent answers a job it has not finished after `[omstream] job_deadline_ms` with a failed result
-(`errorCode: deadline`).  The fold's backstop, for a result that never reaches the log: a
+A model agent answers a job it has not finished after `[omstream] job_deadline_ms` with a
+failed result (`errorCode: deadline`).  The fold's backstop, for a result that never reaches the log: a
 blocking cycle that started more than `cycleDeadline` before the event time of a later input of
 its memory fails (`deadline: ...`) and the inputs it held are applied; an answer arriving after
 that is recorded as ignored.
