@@ -162,6 +162,11 @@ def _log_time_ms(message) -> int | None:
     return round(stamp * 1000) if stamp else None
 
 
+def _log_time(message) -> datetime | None:
+    ms = _log_time_ms(message)
+    return datetime.fromtimestamp(ms / 1000, timezone.utc) if ms is not None else None
+
+
 def fold_record(ctx: FoldContext, message, stored: Callable[[bytes], bytes | None]) -> Outcome:
     """Everything the fold agent does for one record, except the I/O; never raises.
 
@@ -201,7 +206,7 @@ def _fold_checked(ctx: FoldContext, message, stored: Callable[[bytes], bytes | N
     if state is None:
         resource = getattr(record, "resource_id", None)
         state = new_state(key, record.thread_id or resource, resource)
-    if holds(state, record, ctx.config):
+    if holds(state, record, ctx.config, log_time=_log_time(message)):
         violation = check_held(len(state.held), ctx.limits)
         if violation is not None:
             raise _Refused(violation.code, violation.reason)
@@ -234,7 +239,7 @@ def _checked_key(ctx: FoldContext, message, record) -> str:
 
 def _fold_outcome(ctx: FoldContext, message, kbytes: bytes, state: MemoryState, record) -> Outcome:
     """Fold, encode every output and check its size before anything is sent."""
-    folded = fold(state, record, ctx.config)
+    folded = fold(state, record, ctx.config, log_time=_log_time(message))
     topics = ctx.topics
     records = [(topics.events, kbytes, encode(e)) for e in _stamped(folded.events, message.offset)]
     records += [(topics.jobs, kbytes, encode(j)) for j in folded.jobs]

@@ -224,24 +224,26 @@ def on_result(step: Step, result: ModelResult) -> None:
     ), at)
 
 
-def is_overdue(cycle: Cycle, at: datetime, config: EngineConfig) -> bool:
-    """Whether a blocking cycle started more than `cycleDeadline` before event time `at`."""
-    return at - cycle.started_at > timedelta(milliseconds=config.om.cycle_deadline_ms)
+def is_overdue(since: datetime | None, at: datetime | None, config: EngineConfig) -> bool:
+    """Whether more than `cycleDeadline` of log time passed from `since` to `at` (never, when
+    either is unknown: `om simulate` has no log and settles every job anyway)."""
+    if since is None or at is None:
+        return False
+    return at - since > timedelta(milliseconds=config.om.cycle_deadline_ms)
 
 
-def expire_overdue(step: Step, at: datetime) -> bool:
-    """End the blocking cycle in flight as failed if it started more than `cycleDeadline` before
-    `at` (the event time of a later input of the memory); True if it did.
+def expire_overdue(step: Step) -> bool:
+    """End the blocking cycle in flight as failed (the caller found it overdue); True if it did.
 
     The backstop for an answer that never comes (the model agents answer every job, with a
     failure at their own deadline, but a lost record must not hold the memory for good).  It
-    reads event time only, so a refold decides the same; a result arriving later finds no cycle
-    waiting and is recorded as ignored (`on_result`).  A reflection gives up rather than climb
-    its ladder: there is no answer to judge.
+    reads the log's time only, so a refold decides the same; a result arriving later finds no
+    cycle waiting and is recorded as ignored (`on_result`).  A reflection gives up rather than
+    climb its ladder: there is no answer to judge.
     """
     cycle = step.state.in_flight
     deadline_ms = step.config.om.cycle_deadline_ms
-    if cycle is None or not is_overdue(cycle, at, step.config):
+    if cycle is None:
         return False
     error = f"deadline: no model answer within cycleDeadline ({deadline_ms:g} ms) of the cycle's start"
     if cycle.kind == "reflect":

@@ -73,13 +73,27 @@ def new_state(key: str, thread_id: str, resource_id: str | None) -> MemoryState:
     return MemoryState(memory_key=key, thread_id=thread_id, resource_id=resource_id)
 
 
-def fold(state: MemoryState, event: Input, config: EngineConfig) -> Folded:
+def fold(state: MemoryState, event: Input, config: EngineConfig, *,
+         log_time: datetime | None = None) -> Folded:
+    """Fold one input.  `log_time` is the record's timestamp in the input log (the worker passes
+    it; it is part of the log, so a refold sees the same): the clock of `cycleDeadline`."""
     step = Step(state, config)
-    _apply(step, event)
+    blocking = state.in_flight
+    _apply(step, event, log_time)
+    _mark_blocking_start(step, blocking, log_time)
     return step.finish()
 
 
-def _apply(step: Step, event: Input) -> None:
+def _mark_blocking_start(step: Step, before, log_time: datetime | None) -> None:
+    """Remember when, in log time, the blocking cycle in flight began (None when there is none)."""
+    cycle = step.state.in_flight
+    if cycle is None:
+        step.update(blocked_since=None)
+    elif before is None or before.cycle_id != cycle.cycle_id:
+        step.update(blocked_since=log_time)
+
+
+def _apply(step: Step, event: Input, log_time: datetime | None = None) -> None:
     if isinstance(event, ModelResult):
         cycles.on_result(step, event)
         _release_held(step)
@@ -88,32 +102,30 @@ def _apply(step: Step, event: Input) -> None:
         if not _already_applied(step, event):
             _delete(step, event)
     else:
-        _expire_overdue(step, event)
+        _expire_overdue(step, log_time)
         if step.state.in_flight is not None:
             _hold(step, event)
         else:
             _handle(step, event)
 
 
-def _expire_overdue(step: Step, event: Input) -> None:
-    """A blocking cycle past `cycleDeadline` at this input's event time fails, and the inputs
-    it held are applied before this one (see `cycles.expire_overdue`)."""
-    at = _event_time(event)
-    if step.state.in_flight is not None and at is not None and cycles.expire_overdue(step, at):
+def _expire_overdue(step: Step, log_time: datetime | None) -> None:
+    """A blocking cycle begun more than `cycleDeadline` of log time before this input fails, and
+    the inputs it held are applied before this one (see `cycles.expire_overdue`).
+
+    Log time, not the inputs' `createdAt`: a producer importing history writes messages hours
+    apart in a second, and none of that is a model taking too long."""
+    if cycles.is_overdue(step.state.blocked_since, log_time, step.config) and cycles.expire_overdue(step):
         _release_held(step)
 
 
-def _event_time(event: Input) -> datetime | None:
-    return getattr(event, "created_at", None) or getattr(event, "at", None)
-
-
-def holds(state: MemoryState, event: Input, config: EngineConfig) -> bool:
+def holds(state: MemoryState, event: Input, config: EngineConfig, *,
+          log_time: datetime | None = None) -> bool:
     """Whether `fold` holds `event` behind the blocking cycle in flight (at least until the
     cycle ends), so a worker can bound how many inputs one memory holds."""
     if state.in_flight is None or isinstance(event, (ModelResult, ThreadDeleted, ResourceDeleted)):
         return False
-    at = _event_time(event)
-    return at is None or not cycles.is_overdue(state.in_flight, at, config)
+    return not cycles.is_overdue(state.blocked_since, log_time, config)
 
 
 def _handle(step: Step, event: Input) -> None:

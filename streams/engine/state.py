@@ -102,6 +102,7 @@ class MemoryState(_Frozen):
     seen: dict[str, str] = {}
     in_flight: Cycle | None = None
     held: tuple[dict, ...] = ()  # inputs that arrived while a blocking cycle was in flight
+    blocked_since: datetime | None = None  # log time the blocking cycle in flight began
     parked: tuple[dict, ...] = ()  # always empty since the one input log; kept so stored states load
     current_task: str | None = None
     suggested_response: str | None = None

@@ -154,10 +154,10 @@ def test_an_answer_that_cannot_be_applied_fails_its_cycle(monkeypatch):
     store.feed(ctx, raw(message(6)))  # held
     real = worker.fold
 
-    def broken(state, record, config):
+    def broken(state, record, config, **kwargs):
         if getattr(record, "ok", False):
             raise RuntimeError("boom")
-        return real(state, record, config)
+        return real(state, record, config, **kwargs)
 
     monkeypatch.setattr(worker, "fold", broken)
     value, headers = signed_result(scripted_result(job))
@@ -201,10 +201,9 @@ def test_an_input_past_the_cycle_deadline_is_not_busy_it_ends_the_cycle():
     ctx = FoldContext(Settings(), TOPICS, engine(500, cycleDeadline="1m"), Limits(max_held=1), SECRET)
     store = Store()
     blocking(store, ctx)
-    start = store.state().in_flight.started_at
     store.feed(ctx, raw(message(6)))  # held: the one allowed
-    overdue = message(7).model_copy(update={"created_at": start + timedelta(minutes=2)})
-    outcome = store.feed(ctx, raw(overdue))
+    # Written two minutes (of log time) after the cycle began: past the deadline, not busy.
+    outcome = store.feed(ctx, raw(message(7)), timestamp_ms=LOG_MS + 2 * 60_000)
     assert dead(outcome) == [] and "data-om-observation-failed" in event_types(outcome)
 
 
