@@ -213,6 +213,8 @@ class ThreadView:
     cycles: int = 0
     # The last observation activation marker applied: (seq, activatedAt, cursor).
     last_activation: tuple[int, Any, str | None] | None = None
+    # The last blocking cycle's failure, until a cycle ends well (`lastFailure` of the snapshot).
+    last_failure: dict[str, Any] | None = None
     # The newest event time seen for this thread: the window's "now".
     clock: datetime | None = None
     # The zone the observer's calendar dates were written in (the transcript's zone).
@@ -248,6 +250,7 @@ class ThreadView:
             "currentTask": self.current_task,
             "suggestedResponse": self.suggested_response,
             "cycles": self.cycles,
+            "lastFailure": self.last_failure,
             "observedMessageIds": sorted(self.observed),
             "messages": [m.wire() for m in raw],
             "chat": window.chat(),
@@ -329,8 +332,13 @@ class ContextProjection:
             view.in_flight.add(data.cycle_id)
         elif event.type == "data-om-observation-failed":
             view.in_flight.discard(data.cycle_id)
+            # Why the context holds raw messages that should have been observed (a reader
+            # that waited for a blocking cycle learns how it ended).
+            view.last_failure = {"cycleId": data.cycle_id, "operationType": data.operation_type,
+                                 "error": data.error, "failedAt": iso(data.failed_at)}
         elif event.type == "data-om-observation-end":
             view.in_flight.discard(data.cycle_id)
+            view.last_failure = None
             view.cycles += 1
             if data.operation_type == "reflection":
                 # A reflection is a new generation: its text replaces the whole log.

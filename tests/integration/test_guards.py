@@ -121,6 +121,8 @@ def test_a_model_that_never_answers_fails_the_cycle_at_the_deadline_and_held_mes
         assert "no answer within the job deadline (2000 ms)" in failed.data.error
     assert status == 200 and context["blocked"] is False
     assert [m["id"] for m in context["messages"]] == [m.id for m in (*first, held)]
+    # The answer says why the messages are still raw.
+    assert "no answer within the job deadline (2000 ms)" in context["lastFailure"]["error"]
     assert_worker_never_restarted(env)
 
 
