@@ -37,6 +37,7 @@ from typing import Any
 
 import yaml
 
+from omstream.limits import Limits
 from omstream.schemas.config import OmConfig, OmConfigError, Problem, load_om_config
 
 __all__ = ["Settings", "SettingsError", "env_problems", "file_problems", "load_settings",
@@ -46,6 +47,9 @@ ENV_PREFIX = "OM_"
 CONFIG_ENV = "OM_CONFIG"
 RUNTIME_TABLE = "omstream"
 OPTIONS_TABLES = ("observationalMemory", "observational_memory")
+
+
+_LIMITS = Limits()  # their defaults live in one place
 
 
 @dataclass(frozen=True)
@@ -64,12 +68,12 @@ class Settings:
     # Signs model results (omstream.signing); empty: a key kept in data_dir. Never printed.
     result_key: str = field(default="", repr=False)
     # Input limits (omstream.limits has the table of their meanings and dead-letter codes).
-    max_record_bytes: int = 512 * 1024
-    max_depth: int = 64
-    max_parts: int = 200
-    max_text_chars: int = 100_000
-    max_clock_skew_ms: int = 5 * 60 * 1000
-    max_held: int = 1000
+    max_record_bytes: int = _LIMITS.max_record_bytes
+    max_depth: int = _LIMITS.max_depth
+    max_parts: int = _LIMITS.max_parts
+    max_text_chars: int = _LIMITS.max_text_chars
+    max_clock_skew_ms: int = _LIMITS.max_clock_skew_ms
+    max_held: int = _LIMITS.max_held
     # A model job that has not answered after this long answers with a failed result ('deadline').
     job_deadline_ms: int = 300_000
     om: OmConfig = field(default_factory=OmConfig)

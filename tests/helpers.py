@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from omstream.schemas.config import load_om_config
 from omstream.schemas.jobs import ModelJob, ModelResult
 from omstream.schemas.messages import Message
-from omstream.engine.fold import EngineConfig
+from omstream.engine.fold import EngineConfig, fold, new_state
 from omstream.models.scripted import observe, reflect
 
 T0 = datetime(2025, 3, 3, 9, 0, tzinfo=timezone.utc)
@@ -38,6 +39,19 @@ def engine(message_tokens: int = 500, counter: str = "tokenx", **options) -> Eng
     }))
 
 
+def fold_inputs(inputs, config, key: str = "thread:t1"):
+    """Fold `inputs` into a new memory of thread t1: (state, events, jobs, rejected)."""
+    state = new_state(key, "t1", "u1")
+    events, jobs, rejected = [], [], []
+    for item in inputs:
+        out = fold(state, item, config)
+        state = out.state
+        events += out.events
+        jobs += out.jobs
+        rejected += out.rejected
+    return state, events, jobs, rejected
+
+
 def scripted_result(job: ModelJob, *, ok: bool = True, output: str | None = None,
                     error: str | None = None, ms: int = 1500) -> ModelResult:
     """What the model agent answers for `job` with the scripted models (same rules, no broker)."""
@@ -53,3 +67,12 @@ def scripted_result(job: ModelJob, *, ok: bool = True, output: str | None = None
 
 #: The long-thread scenario and its recordings (copied from the reference shelf, ours to ship).
 LONG_THREAD = Path(__file__).resolve().parent / "fixtures" / "scenarios" / "long-thread"
+
+
+def recorded_config(recording: Path) -> dict:
+    """A recording's `# config` line, with the scripted models, as a settings object."""
+    header = next(line for line in recording.read_text().splitlines() if line.startswith("# config "))
+    options = json.loads(header.removeprefix("# config "))
+    options["observation"]["model"] = "scripted/observer"
+    options["reflection"]["model"] = "scripted/reflector"
+    return {"observationalMemory": options}

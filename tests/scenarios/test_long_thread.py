@@ -18,18 +18,14 @@ from omstream.projections.context import ContextProjection
 from omstream.schemas.config import load_om_config
 from omstream.conversation import read_conversation
 from omstream.simulation import format_timeline, parity_config, run, simulate
-from tests.helpers import LONG_THREAD
+from tests.helpers import LONG_THREAD, recorded_config
 
 SCENARIO = LONG_THREAD
 EXPECTED = SCENARIO / "expected-sync-timeline.txt"
 
 
 def _recorded_config() -> dict:
-    header = next(line for line in EXPECTED.read_text().splitlines() if line.startswith("# config "))
-    options = json.loads(header.removeprefix("# config "))
-    options["observation"]["model"] = "scripted/observer"
-    options["reflection"]["model"] = "scripted/reflector"
-    return {"observationalMemory": options}
+    return recorded_config(EXPECTED)
 
 
 def _expected_lines() -> list[str]:

@@ -21,6 +21,7 @@ from omstream.projections.context import ContextProjection
 from omstream.schemas.config import load_om_config
 from omstream.conversation import read_conversation
 from omstream.simulation import format_timeline, parity_config, simulate
+from tests.helpers import recorded_config
 from tests.scenarios.test_long_thread import SCENARIO
 
 EXPECTED = SCENARIO / "expected-async-timeline.txt"
@@ -38,11 +39,7 @@ def async_run():
 
 
 def _recorded_config() -> dict:
-    header = next(line for line in EXPECTED.read_text().splitlines() if line.startswith("# config "))
-    options = json.loads(header.removeprefix("# config "))
-    options["observation"]["model"] = "scripted/observer"
-    options["reflection"]["model"] = "scripted/reflector"
-    return {"observationalMemory": options}
+    return recorded_config(EXPECTED)
 
 
 def _recorded_lines() -> list[tuple[str, str]]:

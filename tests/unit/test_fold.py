@@ -6,21 +6,13 @@ from pathlib import Path
 
 from omstream.schemas.control import StepStarted
 from omstream.engine.fold import fold, new_state
-from tests.helpers import T0, engine, message, scripted_result
+from tests.helpers import T0, engine, fold_inputs, message, scripted_result
 
 KEY = "thread:t1"
 
 
 def run(inputs, config):
-    state = new_state(KEY, "t1", "u1")
-    events, jobs, rejected = [], [], []
-    for item in inputs:
-        out = fold(state, item, config)
-        state = out.state
-        events += out.events
-        jobs += out.jobs
-        rejected += out.rejected
-    return state, events, jobs, rejected
+    return fold_inputs(inputs, config, KEY)
 
 
 def types(events):

@@ -1,19 +1,11 @@
 """`enabled: false`: messages are kept and reach the agent raw, and no cycle ever runs."""
 
-from omstream.engine.fold import fold, new_state
 from omstream.schemas.control import ObserveRequested, ReflectRequested, StepStarted, TurnEnded
-from tests.helpers import T0, engine, message
+from tests.helpers import T0, engine, fold_inputs, message
 
 
 def run(config, inputs):
-    state, events, jobs, rejected = new_state("thread:t1", "t1", "u1"), [], [], []
-    for item in inputs:
-        out = fold(state, item, config)
-        state = out.state
-        events += out.events
-        jobs += out.jobs
-        rejected += out.rejected
-    return state, events, jobs, rejected
+    return fold_inputs(inputs, config)
 
 
 def conversation(n: int) -> list:
