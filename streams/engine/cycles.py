@@ -209,14 +209,23 @@ def _outcome_time(step: Step, cycle: Cycle, result: ModelResult) -> tuple[dateti
     return step.now(cycle.started_at + timedelta(milliseconds=duration)), duration
 
 
+_RECENT_ANSWERS = 64  # cycles whose answer was applied, to recognise a job answered twice
+
+
 def on_result(step: Step, result: ModelResult) -> None:
     """Route a model result to the cycle waiting for it; anything else is recorded and ignored."""
     state = step.state
     for cycle, handler in ((state.in_flight, _blocking_result), (state.buffering, _buffer_result),
                            (state.reflection_buffering, _reflection_buffer_result)):
         if cycle is not None and cycle.cycle_id == result.cycle_id:
+            step.update(answered=(*state.answered, result.cycle_id)[-_RECENT_ANSWERS:])
             handler(step, cycle, result)
             return
+    if result.cycle_id in state.answered:
+        # The same job answered again (the model agents are at least once: a job re-runs after
+        # a crash). Its answer is applied already; an event here would make the log depend on
+        # when a worker died, so a redelivery changes nothing, as in an uninterrupted run.
+        return
     at = step.now(state.clock or result.completed_at)
     step.emit(ResultIgnored, ResultIgnoredData(
         cycle_id=result.cycle_id, kind=result.kind,

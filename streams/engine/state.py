@@ -103,6 +103,7 @@ class MemoryState(_Frozen):
     in_flight: Cycle | None = None
     held: tuple[dict, ...] = ()  # inputs that arrived while a blocking cycle was in flight
     blocked_since: datetime | None = None  # log time the blocking cycle in flight began
+    answered: tuple[str, ...] = ()  # the latest cycles whose model answer was applied
     parked: tuple[dict, ...] = ()  # always empty since the one input log; kept so stored states load
     current_task: str | None = None
     suggested_response: str | None = None

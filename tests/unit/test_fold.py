@@ -115,14 +115,26 @@ def test_degenerate_output_is_regenerated_once_then_fails_and_keeps_the_messages
     assert types(healed.events) == ["data-om-observation-end"]
 
 
-def test_stale_or_duplicate_result_is_recorded_and_ignored():
+def test_a_job_answered_twice_changes_nothing_the_second_time():
     config = engine(500)
     state, _, jobs, _ = run([message(i) for i in range(6)], config)
     result = scripted_result(jobs[0])
     applied = fold(state, result, config).state
-    again = fold(applied, result, config)
-    assert [e.type for e in again.events] == ["om-result-ignored"]
-    assert again.state.model_copy(update={"seq": applied.seq}) == applied
+    assert applied.answered == (jobs[0].cycle_id,)
+    # A re-run of the job after a crash may answer differently: still a redelivery.
+    for answer in (result, scripted_result(jobs[0], ok=False, error="429")):
+        again = fold(applied, answer, config)
+        assert not again.events
+        assert again.state == applied
+
+
+def test_a_result_no_cycle_waits_for_is_recorded_and_ignored():
+    config = engine(500)
+    state, _, jobs, _ = run([message(i) for i in range(6)], config)
+    stray = scripted_result(jobs[0]).model_copy(update={"cycle_id": "thread:t1#99"})
+    out = fold(state, stray, config)
+    assert [e.type for e in out.events] == ["om-result-ignored"]
+    assert out.state.in_flight == state.in_flight
 
 
 def test_steps_apply_in_log_order_even_when_their_message_never_came():
