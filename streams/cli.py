@@ -184,9 +184,13 @@ async def tail(settings, *, thread: str | None, from_beginning: bool, as_json: b
         auto_offset_reset="earliest" if from_beginning else "latest", enable_auto_commit=False)
     await consumer.start()
     seen = 0
+    last_seq: dict[str, int] = {}  # a re-sent event (after a worker crash) is printed once
     try:
         async for record in consumer:
             event = decode_event(record.value)
+            if event.seq <= last_seq.get(event.memory_key, 0):
+                continue
+            last_seq[event.memory_key] = event.seq
             if thread and event.thread_id != thread:
                 continue
             if not statuses and event.type == "data-om-status":

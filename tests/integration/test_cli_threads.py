@@ -70,3 +70,27 @@ def test_topics_of_another_partition_count_are_one_line_not_a_traceback(new_env,
     assert out == "" and len(err.splitlines()) == 1
     assert err.startswith("om topics: topic partition counts do not match this configuration")
     assert "has 2 partitions, expected 3" in err
+
+
+def test_om_tail_prints_a_re_sent_event_once(new_env):
+    from io import StringIO
+
+    from omstream.cli import tail
+    from omstream.schemas.codec import encode
+    from tests.helpers import engine, fold_inputs
+
+    env = new_env()
+    _, events, _, _ = fold_inputs([message(0, thread="t1"), message(1, thread="t1")], engine(100_000))
+    first, second = events[0], events[-1]
+    assert first.seq < second.seq
+
+    async def scenario() -> str:
+        async with OmClient(env.settings) as client:
+            for event in (first, first, second):  # the copy a crashed worker re-sends
+                await client.send_raw(f"{env.settings.namespace}.events", b"thread:t1", encode(event))
+        out = StringIO()
+        await tail(env.settings, thread=None, from_beginning=True, as_json=True, count=2, out=out)
+        return out.getvalue()
+
+    printed = [orjson.loads(line)["seq"] for line in asyncio.run(scenario()).splitlines()]
+    assert printed == [first.seq, second.seq]
