@@ -168,6 +168,10 @@ def describe_event(event) -> str:
         return f"{head} {d.operation_type}: {d.error}"
     if kind == "thread-update":
         return f"{head} title {d.old_title!r} -> {d.new_title!r}"
+    if kind == "om-message-accepted":
+        m = d.message
+        tokens = f", {m.tokens.count} tokens" if m.tokens is not None else ""
+        return f"{head} {m.role} message {m.id}{tokens}"
     return f"{head} {d.model_dump_json(by_alias=True)[:120]}"
 
 
