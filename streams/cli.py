@@ -176,7 +176,8 @@ def describe_event(event) -> str:
 
 
 async def tail(settings, *, thread: str | None, from_beginning: bool, as_json: bool,
-               count: int | None, statuses: bool = True, out=sys.stdout) -> int:
+               count: int | None, statuses: bool = True, messages: bool = True,
+               out=sys.stdout) -> int:
     from aiokafka import AIOKafkaConsumer
 
     from omstream.schemas.codec import decode_event
@@ -197,7 +198,8 @@ async def tail(settings, *, thread: str | None, from_beginning: bool, as_json: b
             last_seq[event.memory_key] = event.seq
             if thread and event.thread_id != thread:
                 continue
-            if not statuses and event.type == "data-om-status":
+            if (not statuses and event.type == "data-om-status"
+                    or not messages and event.type == "om-message-accepted"):
                 continue
             print(record.value.decode() if as_json else describe_event(event), file=out, flush=True)
             seen += 1
@@ -211,7 +213,8 @@ async def tail(settings, *, thread: str | None, from_beginning: bool, as_json: b
 def cmd_tail(args: argparse.Namespace) -> int:
     try:
         asyncio.run(tail(_settings(args), thread=args.thread, from_beginning=args.from_beginning,
-                         as_json=args.json, count=args.count, statuses=not args.no_status))
+                         as_json=args.json, count=args.count, statuses=not args.no_status,
+                         messages=not args.no_messages))
     except KeyboardInterrupt:
         pass
     return 0
@@ -456,6 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from-beginning", action="store_true", help="start at the first event")
     p.add_argument("--json", action="store_true", help="print the raw JSON records")
     p.add_argument("--no-status", action="store_true", help="leave out data-om-status events")
+    p.add_argument("--no-messages", action="store_true", help="leave out om-message-accepted events")
     p.add_argument("--count", type=int, help="stop after this many events")
     p.set_defaults(func=cmd_tail)
     return parser

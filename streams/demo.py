@@ -129,7 +129,7 @@ async def _play(settings: Settings, messages: list, pause: float = 0.6) -> None:
 async def _follow(settings: Settings, base: str, threads: list[str], total: int, tail) -> bool:
     """Print events until every message is observed or raw in a settled context (≤ 3 min)."""
     printer = asyncio.create_task(tail(settings, thread=None, from_beginning=True, as_json=False,
-                                       count=None, statuses=False))
+                                       count=None, statuses=False, messages=False))
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:

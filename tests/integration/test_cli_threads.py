@@ -90,6 +90,10 @@ def test_om_tail_prints_a_re_sent_event_once(new_env):
                 await client.send_raw(f"{env.settings.namespace}.events", b"thread:t1", encode(event))
         out = StringIO()
         await tail(env.settings, thread=None, from_beginning=True, as_json=True, count=2, out=out)
+        lifecycle = StringIO()  # without the accepted messages, only the status is left
+        await tail(env.settings, thread=None, from_beginning=True, as_json=True, count=1,
+                   messages=False, out=lifecycle)
+        assert [orjson.loads(line)["type"] for line in lifecycle.getvalue().splitlines()] == [second.type]
         return out.getvalue()
 
     printed = [orjson.loads(line)["seq"] for line in asyncio.run(scenario()).splitlines()]
