@@ -36,9 +36,8 @@ from omstream.schemas.control import (
     ThreadDeleted,
     TurnEnded,
 )
-from omstream.schemas.messages import Message, TokenCount
+from omstream.schemas.messages import Message
 from omstream.engine.fold import memory_key
-from omstream.engine.tokens import count_message, get_counter
 
 from .conversation import turns
 from .settings import Settings
@@ -73,7 +72,6 @@ class OmClient:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.topics = Topics(settings.namespace)
-        self._counter = get_counter(settings.om.token_counter)
         self._producer = None
 
     async def __aenter__(self) -> OmClient:
@@ -94,14 +92,6 @@ class OmClient:
     def _key(self, thread_id: str, resource_id: str | None) -> bytes:
         return memory_key(self.settings.om, thread_id, resource_id).encode()
 
-    def with_tokens(self, message: Message) -> Message:
-        """The message with its token count taken by the configured counter."""
-        if message.tokens is not None and message.tokens.counter == self._counter.name:
-            return message
-        tokens = count_message(message, self._counter, self.settings.om.observer_model)
-        count = TokenCount(counter=self._counter.name, count=tokens)
-        return message.model_copy(update={"tokens": count})
-
     async def send_message(self, message: Message) -> LogPosition:
         """Send one message; its position in the log."""
         [position] = await self.send_messages([message])
@@ -112,7 +102,7 @@ class OmClient:
         assert self._producer is not None, "use OmClient as an async context manager"
         futures = []
         for message in messages:
-            message = self.with_tokens(message)
+            # No token count: the fold counts every message itself and trusts no other count.
             futures.append(await self._producer.send(
                 self.topics.log, encode(message), key=self._key(message.thread_id, message.resource_id)))
         return [_position(await fut) for fut in futures]

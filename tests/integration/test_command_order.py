@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 import pytest
 
 from omstream.client import OmClient
+from omstream.engine.tokens import count_message, get_counter
 from omstream.schemas.control import ConfigOverridden, ConfigOverrides, ObservationOverrides, ThreadDeleted
 from tests.helpers import T0, message
 from tests.integration.support import EventWatcher, final_states
@@ -42,7 +43,7 @@ def test_each_command_applies_after_the_message_sent_before_it(new_env):
     kinds = ("observe", "delete", "override")
 
     async def one(client: OmClient, kind: str, thread: str) -> int:
-        m = client.with_tokens(message(0, thread=thread, words=40))
+        m = message(0, thread=thread, words=40)
         await client.send_message(m)
         if kind == "observe":
             await client.observe(thread)
@@ -52,7 +53,7 @@ def test_each_command_applies_after_the_message_sent_before_it(new_env):
             await client.send_control(ConfigOverridden(
                 thread_id=thread, resource_id="u1", at=T0,
                 overrides=ConfigOverrides(observation=ObservationOverrides(message_tokens=OVERRIDE))))
-        return m.tokens.count
+        return count_message(m, get_counter(env.settings.om.token_counter), env.settings.om.observer_model)
 
     def done(by_thread) -> bool:
         for t in threads("observe"):

@@ -42,7 +42,7 @@ def test_deleted_and_dead_lettered_messages_never_reach_a_context(new_env, tmp_p
     async def scenario():
         async with OmClient(env.settings) as client, EventWatcher(env.settings) as watcher:
             await client.send_messages(gone + kept[:2])
-            await client.send_raw(topics.log, b"thread:someone-else", encode(client.with_tokens(stray)))
+            await client.send_raw(topics.log, b"thread:someone-else", encode(stray))
             await client.send_raw(topics.log, b"thread:kept", orjson.dumps(invalid))
             await client.send_control(ThreadDeleted(thread_id="gone", at=T0 + timedelta(minutes=5)))
             last = await client.send_message(kept[2])
