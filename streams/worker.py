@@ -88,12 +88,11 @@ async def send_all(app: faust.App, records: list[tuple[str, bytes, bytes]],
     await asyncio.gather(*futures)
 
 
-def log_model_call(job: ModelJob | None, result: ModelResult) -> None:
+def log_model_call(result: ModelResult) -> None:
     """INFO for an answer; WARNING for a failed call (after its retries and fallbacks), with its
     error code and status, since the cycle then fails and the memory keeps its messages raw."""
-    fields = {"cycle": result.cycle_id, "kind": result.kind, "model": job.model if job else result.model,
-              "ok": result.ok,
-              "attempts": result.attempts, "answered": result.model}
+    fields = {"cycle": result.cycle_id, "kind": result.kind, "model": result.model, "ok": result.ok,
+              "attempts": result.attempts}
     if result.ok:
         log.info("model call", extra=fields)
         return
@@ -394,13 +393,6 @@ def build_app(settings: Settings) -> faust.App:
     key_for_results = result_key(settings.result_key, settings.data_dir)
     context = FoldContext(settings, topics, config, Limits.from_settings(settings), key_for_results)
 
-    async def reject(message, code: str, reason: str) -> None:
-        log.warning("dead-lettered", extra={"topic": message.topic, "offset": message.offset,
-                                            "code": code, "reason": reason})
-        await send_all(app, [(topics.dlq, message.key or b"", dead_letter(
-            code=code, reason=reason, topic=message.topic, partition=message.partition,
-            offset=message.offset, key=message.key, value=message.value))])
-
     @app.agent(inputs, name="fold")
     async def fold_agent(stream):
         async for event in stream.events():
@@ -420,9 +412,9 @@ def build_app(settings: Settings) -> faust.App:
             result = await answer_job(message.value, lambda job: run_job_with_hooks(job, policy, hooks),
                                       settings.job_deadline_ms / 1000)
             if isinstance(result, str):
-                await reject(message, "invalid", result)
+                await send_all(app, _dead(context, message, "invalid", result).records)
                 continue
-            log_model_call(None, result)
+            log_model_call(result)
             value = encode(result)
             await send_all(app, [(topics.log, result.memory_key.encode(), value)],
                            headers=[(HEADER, sign(key_for_results, value))])

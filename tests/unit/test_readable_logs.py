@@ -41,32 +41,30 @@ def test_the_worker_and_web_logging_config_filters_that_logger():
     assert config["disable_existing_loggers"] is False
 
 
-def _job_and_result(ok: bool):
-    from omstream.schemas.jobs import ChatMessage, ModelJob, ModelResult
+def _result(ok: bool):
+    from omstream.schemas.jobs import ModelResult
 
     now = datetime.now(timezone.utc)
     common = {"kind": "observe", "cycle_id": "c1", "memory_key": "thread:t1", "thread_id": "t1",
               "request_hash": "h"}
-    job = ModelJob(**common, generation=0, model="scripted/observer",
-                   messages=(ChatMessage(role="user", content="hi"),), created_at=now)
     failure = {} if ok else {"error": "RateLimitError: slow down", "error_code": "rate-limited",
                              "error_status": 429}
     result = ModelResult(**common, ok=ok, model="scripted/observer", attempts=3,
                          output="x" if ok else None, **failure, started_at=now, completed_at=now)
-    return job, result
+    return result
 
 
 def test_a_failed_model_call_is_a_warning_with_its_error_code(caplog):
     from omstream.worker import log_model_call
 
     caplog.set_level(logging.INFO, logger="omstream.worker")
-    log_model_call(*_job_and_result(ok=False))
+    log_model_call(_result(ok=False))
     [failed] = caplog.records
     assert failed.levelno == logging.WARNING
     assert failed.getMessage() == "model call failed: rate-limited"
     assert (failed.errorCode, failed.errorStatus, failed.attempts) == ("rate-limited", 429, 3)
     caplog.clear()
-    log_model_call(*_job_and_result(ok=True))
+    log_model_call(_result(ok=True))
     [answered] = caplog.records
     assert answered.levelno == logging.INFO and answered.ok is True
 
