@@ -122,7 +122,26 @@ class TokenxCounter:
     def count(self, text: str) -> int:
         if not text:
             return 0
-        return sum(_segment_tokens(s) for s in _SPLIT.split(text) if s)
+        if len(text) > _LONG_TEXT and "\n" in text:
+            # A newline is whitespace (0 tokens) and always ends a segment, so a text counts
+            # as the sum of its lines.  The observation log is counted again at every observer
+            # call and every cycle's end; counting its lines once each keeps that cost
+            # independent of the log's length.
+            return sum(_tokenx_line(line) for line in text.split("\n"))
+        return _tokenx(text)
+
+
+#: Texts longer than this (characters) are counted line by line, with cached line counts.
+_LONG_TEXT = 2048
+
+
+def _tokenx(text: str) -> int:
+    return sum(_segment_tokens(s) for s in _SPLIT.split(text) if s)
+
+
+@lru_cache(maxsize=1 << 16)
+def _tokenx_line(line: str) -> int:
+    return _tokenx(line)
 
 
 # --- tiktoken ---------------------------------------------------------------------------------

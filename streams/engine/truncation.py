@@ -9,6 +9,7 @@ fit, more important lines win, then a longer tail.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
@@ -78,14 +79,21 @@ def truncate_observations(text: str, budget: int | None, count: Callable[[str], 
             total += _line_cost(count, _marker(hidden)) if hidden > 1 else costs[left + 1] if hidden else 0
         return total
 
+    # Running costs of the important lines, so each tail start finds the newest important lines
+    # that fit (the oldest go first) by bisection instead of by dropping them one at a time.
+    important_costs = [0]
+    for i in important:
+        important_costs.append(important_costs[-1] + costs[i])
     candidates: list[tuple[int, int, tuple[int, ...]]] = []  # (important kept, tail start, kept)
     for start in range(1, len(lines)):
         if suffix[start] > budget:
             continue  # the tail alone does not fit
-        keep = [i for i in important if i < start][-(len(lines) - start):]
-        cost = suffix[start] + sum(costs[i] for i in keep)
-        while keep and cost > budget:
-            cost -= costs[keep.pop(0)]  # the oldest important line goes first
+        end = bisect_left(important, start)
+        first = max(0, end - (len(lines) - start))
+        room = budget - suffix[start]
+        first = bisect_left(important_costs, important_costs[end] - room, first, end)
+        keep = important[first:end]
+        cost = suffix[start] + important_costs[end] - important_costs[first]
         if with_markers(keep, start, cost) <= budget:
             candidates.append((len(keep), -start, tuple(keep)))
     # The exact count (newlines included) decides; try the preferred candidates first: more
