@@ -15,7 +15,8 @@ Environment variables override the file: `OM_NAMESPACE`, `OM_BOOTSTRAP`, `OM_PAR
 `OM_MODEL_RETRIES`, `OM_RETRY_BASE_MS`, `OM_MODEL_CONCURRENCY`, `OM_RESULT_KEY`, the input
 limits `OM_MAX_RECORD_BYTES`, `OM_MAX_DEPTH`, `OM_MAX_PARTS`, `OM_MAX_TEXT_CHARS`,
 `OM_MAX_CLOCK_SKEW_MS`, `OM_MAX_HELD` (see `omstream.limits` for their defaults), the model
-agents' `OM_JOB_DEADLINE_MS`, and `OM_CONFIG` names the file.
+agents' `OM_JOB_DEADLINE_MS`, the fold agent's `OM_BATCH_MAX` and `OM_BATCH_WAIT_MS`, the
+worker's `OM_INSTANCE_ID`, and `OM_CONFIG` names the file.
 When `bootstrap` is set nowhere, it follows `broker_port` (the local broker `om` starts).
 
 Every mistake is reported, all at once, as a `SettingsError` whose `problems` are
@@ -76,6 +77,14 @@ class Settings:
     max_held: int = _LIMITS.max_held
     # A model job that has not answered after this long answers with a failed result ('deadline').
     job_deadline_ms: int = 300_000
+    # The fold agent folds up to batch_max records at a time, waiting at most batch_wait_ms for
+    # a batch to fill: what a batch changes is written (and its outputs awaited) once.
+    batch_max: int = 1000
+    batch_wait_ms: float = 5.0
+    # Static group membership (Kafka's group.instance.id): a worker restarted under the same id
+    # takes its partitions back at once instead of after the session timeout.  Give each worker
+    # of a namespace its own; empty: dynamic membership.
+    instance_id: str = ""
     om: OmConfig = field(default_factory=OmConfig)
     config_file: Path | None = None
 
@@ -173,7 +182,7 @@ def _out_of_range(name: str, value: Any) -> str | None:
         return f"must be at least 1, got {value!r}"
     if name in _AT_LEAST_ONE and value < 1:
         return f"must be at least 1, got {value!r}"
-    if name in ("model_retries", "retry_base_ms", "max_clock_skew_ms") and value < 0:
+    if name in ("model_retries", "retry_base_ms", "max_clock_skew_ms", "batch_wait_ms") and value < 0:
         return f"must not be negative, got {value!r}"
     if name == "web_host" and not value:
         return "must not be empty"
@@ -181,7 +190,7 @@ def _out_of_range(name: str, value: Any) -> str | None:
 
 
 _AT_LEAST_ONE = ("max_record_bytes", "max_depth", "max_parts", "max_text_chars", "max_held",
-                 "job_deadline_ms")
+                 "job_deadline_ms", "batch_max")
 
 
 def _checked(name: str, raw: Any, convert) -> Any:

@@ -51,6 +51,11 @@ class Topics:
     def dlq(self) -> str:
         return f"{self.namespace}.dlq"
 
+    @staticmethod
+    def state_changelog(app_id: str) -> str:
+        """The state table's changelog (Faust names it `<app id>-<table>-changelog`)."""
+        return f"{app_id}-state-changelog"
+
     def specs(self, settings: Settings) -> list[TopicSpec]:
         n = settings.partitions
         return [
@@ -60,7 +65,7 @@ class Topics:
             TopicSpec(self.events, n, FOREVER),
             TopicSpec(self.dlq, 1, FOREVER),
             TopicSpec(self.jobs, n, WEEK),
-            TopicSpec(f"{settings.app_id}-state-changelog", n, {"cleanup.policy": "compact"}),
+            TopicSpec(self.state_changelog(settings.app_id), n, {"cleanup.policy": "compact"}),
         ]
 
 

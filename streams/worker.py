@@ -1,40 +1,39 @@
 """The Faust worker: the fold agent and the model agents around the pure engine.
 
 The fold agent only moves bytes.  It reads the one input log, `<ns>.log` (messages, agent-loop
-markers, commands and the model agents' results, in the order the fold applies them), and for
-each record it:
+markers, commands and the model agents' results, in the order the fold applies them), in
+batches (up to `batch_max` records, closed after `batch_wait_ms` when the log goes quiet), and
+for each batch it:
 
-1. checks the input limits (`omstream.limits`: size and JSON depth on the raw bytes, parts,
-   characters per part and `createdAt` against the record's log time after decoding, held
-   inputs per memory) and decodes it (unreadable records go to `<ns>.dlq` with the reason and
-   the original bytes; a model result without the model agents' signature too, see `signing`);
-2. loads the memory's state and skips the record if the state already folded its offset
-   (a redelivery after a crash);
-3. calls `fold`;
-4. sends the emitted events and jobs and waits until the broker has them;
-5. stores the new state, with the record's offset, in the RocksDB table and waits until the
-   broker has the state's changelog record.
+1. for each record, in log order: checks the input limits (`omstream.limits`: size and JSON
+   depth on the raw bytes, parts, characters per part and `createdAt` against the record's log
+   time after decoding, held inputs per memory) and decodes it (unreadable records go to
+   `<ns>.dlq` with the reason and the original bytes; a model result without the model agents'
+   signature too, see `signing`); loads the memory's state, once per batch (`storage`); skips
+   the record if the state already folded its offset (a redelivery after a crash); calls
+   `fold` and checks the size of every output and state record it makes;
+2. sends every event, job and dead letter of the batch and waits until the broker has them;
+3. writes the records of each touched memory's state that changed (`storage`), with the last
+   offset folded, to the table's changelog, waits until the broker has them, and only then to
+   the local RocksDB (`StateStore`).
 
-Steps 1 to 3 and the encoding of step 4 are `fold_record`, which never raises: any exception
-there, and any output larger than `MAX_OUTPUT_BYTES` (checked before anything is sent), dead-
-letters the record (`fold-error`, `output-too-large`) and leaves the memory's state as it was.
-A model answer that cannot be applied ends its cycle as failed instead (its `*-failed` event,
-error "could not apply the model's answer: ...") and is dead-lettered too.  The model agents
-answer every job (`answer_job`): an unreadable job that still names its cycle, a run that
-raises and a run past `job_deadline_ms` all write a failed result, signed like any other.
+Step 1 is `fold_batch`, which never raises: any exception, and any output or state record
+larger than `MAX_OUTPUT_BYTES`, dead-letters the record (`fold-error`, `output-too-large`) and
+leaves the memory's state as it was.  A model answer that cannot be applied ends its cycle as
+failed instead (its `*-failed` event, error "could not apply the model's answer: ...") and is
+dead-lettered too.  A stored state that cannot be read is dead-lettered (`state-unreadable`)
+and the memory starts again.  The model agents answer every job (`answer_job`): an unreadable
+job that still names its cycle, a run that raises and a run past `job_deadline_ms` all write a
+failed result, signed like any other.
 
-Step 4 before step 5 is what makes a crash harmless: a state is never stored ahead of its
+Step 2 before step 3 is what makes a crash harmless: a state is never stored ahead of its
 outputs, and outputs sent twice carry the same deterministic ids, so consumers drop the copy.
-
-The end of step 5 is what keeps the committed input position behind the durable state.  Faust
-commits a record's offset (every `broker_commit_every` records or `broker_commit_interval`
-seconds) only once the agent has moved past it, and a table write alone only queues its
-changelog record.  Waiting for the changelog ack before taking the next record means: every
-record below the committed position has its state (with its offset) in the changelog, which is
-what a restart (or another worker) restores from.  Records after the committed position are
-redelivered; the ones the stored state already covers are skipped (their state is written
-again, since the copy in the local RocksDB may be one whose changelog record the crash lost),
-the rest are refolded from that state, giving the same outputs with the same ids.
+Faust commits a record's offset only after the batch body has finished, so every record below
+the committed position has its state (with its offset) in the changelog, which is what a
+restart (or another worker) restores from.  Records after the committed position are
+redelivered; the ones the stored state already covers are skipped, the rest are refolded from
+that state, giving the same outputs with the same ids.  Effectively once, not Kafka
+transactions: see the README's reliability section.
 """
 
 from __future__ import annotations
@@ -42,13 +41,17 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-from collections.abc import Awaitable, Callable
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, get_args
 
 import faust
+import faust.transport.drivers.aiokafka
 import orjson
+import rocksdict
+from faust.types import TP
 
 from omstream.schemas.codec import DecodeFailure, decode_input, decode_job, encode
 from omstream.schemas.control import ResourceDeleted
@@ -62,9 +65,11 @@ from omstream.models.hooks import Hooks, run_job_with_hooks
 from .limits import Limits, check_held, check_message, check_raw
 from .settings import Settings
 from .signing import HEADER, result_key, sign, signed
+from .storage import Memories, TooLarge
 from .topics import Topics
 
-__all__ = ["FoldContext", "Outcome", "answer_job", "build_app", "dead_letter", "fold_record", "log_model_call"]
+__all__ = ["FoldContext", "Outcome", "answer_job", "build_app", "dead_letter", "fold_batch", "fold_record",
+           "log_model_call"]
 
 log = logging.getLogger("omstream.worker")
 
@@ -110,10 +115,6 @@ def _stamped(events: tuple, offset: int) -> list:
             for i, e in enumerate(events)]
 
 
-def _load_state(raw: bytes | None) -> MemoryState | None:
-    return MemoryState.model_validate_json(raw) if raw else None
-
-
 #: Largest output record the fold agent sends; the broker's default `max.message.bytes` is ~1 MB.
 MAX_OUTPUT_BYTES = 900 * 1024
 
@@ -131,12 +132,12 @@ class FoldContext:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What to do for one input record: send `records`, then store `state` under `key` (None:
-    the memory's state stays as it was)."""
+    """What one input record does: send `records`; the memory under `key` becomes `state`
+    (None: it stays as it was)."""
 
     records: list[tuple[str, bytes, bytes]] = field(default_factory=list)
     key: bytes = b""
-    state: bytes | None = None
+    state: MemoryState | None = None
 
 
 class _Refused(Exception):
@@ -166,16 +167,17 @@ def _log_time(message) -> datetime | None:
     return datetime.fromtimestamp(ms / 1000, timezone.utc) if ms is not None else None
 
 
-def fold_record(ctx: FoldContext, message, stored: Callable[[bytes], bytes | None]) -> Outcome:
+def fold_record(ctx: FoldContext, message, memories: Memories) -> Outcome:
     """Everything the fold agent does for one record, except the I/O; never raises.
 
-    `stored(key)` reads a memory's stored state.  Any failure to decode, check, fold or encode
-    the record, and any output larger than `MAX_OUTPUT_BYTES`, dead-letters the record and
-    leaves the state as it was; a model result that cannot be applied ends its cycle with the
-    cycle's failed event instead (and is dead-lettered too), so no cycle waits for it forever.
+    `memories` holds the states of the batch the record belongs to.  Any failure to decode,
+    check, fold or encode the record, and any output or state record larger than
+    `MAX_OUTPUT_BYTES`, dead-letters the record and leaves the memory's state as it was; a model
+    result that cannot be applied ends its cycle with the cycle's failed event instead (and is
+    dead-lettered too), so no cycle waits for it forever.
     """
     try:
-        return _fold_checked(ctx, message, stored)
+        return _fold_checked(ctx, message, memories)
     except _Refused as refused:
         return _dead(ctx, message, refused.code, refused.reason)
     except Exception as exc:  # noqa: BLE001 - nothing may stop the fold agent
@@ -183,7 +185,25 @@ def fold_record(ctx: FoldContext, message, stored: Callable[[bytes], bytes | Non
         return _dead(ctx, message, "fold-error", f"{type(exc).__name__}: {exc}"[:2000])
 
 
-def _fold_checked(ctx: FoldContext, message, stored: Callable[[bytes], bytes | None]) -> Outcome:
+def fold_batch(ctx: FoldContext, messages: Iterable, memories: Memories) -> list[tuple[str, bytes, bytes]]:
+    """Fold a batch of records in log order: the records to send; the memories' new states stay
+    in `memories` (`memories.writes()` is what to store).  Never raises."""
+    records: list[tuple[str, bytes, bytes]] = []
+    for message in messages:
+        outcome = fold_record(ctx, message, memories)
+        records += outcome.records
+        if outcome.state is not None:
+            memories.put(outcome.key, outcome.state)
+    for key, partition, reason, raw in memories.unreadable:
+        log.error("stored state unreadable; the memory starts again", extra={"key": key.decode(errors="replace")})
+        records.append((ctx.topics.dlq, key, dead_letter(
+            code="state-unreadable", reason=f"the memory's stored state could not be read and was "
+            f"replaced by an empty one (its bytes are here): {reason}", topic=ctx.topics.state_changelog(
+                ctx.settings.app_id), partition=partition, offset=-1, key=key, value=raw)))
+    return records
+
+
+def _fold_checked(ctx: FoldContext, message, memories: Memories) -> Outcome:
     violation = check_raw(message.value, ctx.limits)
     if violation is not None:
         raise _Refused(violation.code, violation.reason)
@@ -196,25 +216,27 @@ def _fold_checked(ctx: FoldContext, message, stored: Callable[[bytes], bytes | N
         if violation is not None:
             raise _Refused(violation.code, violation.reason)
     kbytes = key.encode()
-    raw_state = stored(kbytes)
-    state = _load_state(raw_state)
+    state = memories.get(kbytes, message.partition)
     if state is not None and message.offset <= state.offsets.get(message.topic, -1):
-        # Folded before a crash; its outputs were sent before the state was stored.  The
-        # state may be only in the local RocksDB: make it durable before moving on.
-        return Outcome([], kbytes, raw_state)
+        # Folded before a crash: its outputs were sent before its state was stored, and the
+        # local store is written only after the changelog has it, so there is nothing to redo.
+        return Outcome()
     if state is None:
         resource = getattr(record, "resource_id", None)
         state = new_state(key, record.thread_id or resource, resource)
+        seq = memories.salvaged_seq(kbytes)
+        if seq:
+            state = state.model_copy(update={"seq": seq})
     if holds(state, record, ctx.config, log_time=_log_time(message)):
         violation = check_held(len(state.held), ctx.limits)
         if violation is not None:
             raise _Refused(violation.code, violation.reason)
     try:
-        return _fold_outcome(ctx, message, kbytes, state, record)
+        return _fold_outcome(ctx, message, kbytes, state, record, memories)
     except Exception as exc:
         if not isinstance(record, ModelResult) or not record.ok:
             raise
-        return _fail_result(ctx, message, kbytes, state, record, exc)
+        return _fail_result(ctx, message, kbytes, state, record, exc, memories)
 
 
 def _checked_key(ctx: FoldContext, message, record) -> str:
@@ -236,8 +258,9 @@ def _checked_key(ctx: FoldContext, message, record) -> str:
     return key
 
 
-def _fold_outcome(ctx: FoldContext, message, kbytes: bytes, state: MemoryState, record) -> Outcome:
-    """Fold, encode every output and check its size before anything is sent."""
+def _fold_outcome(ctx: FoldContext, message, kbytes: bytes, state: MemoryState, record,
+                  memories: Memories) -> Outcome:
+    """Fold, encode every output and check its size (and the state's) before anything is sent."""
     folded = fold(state, record, ctx.config, log_time=_log_time(message))
     topics = ctx.topics
     records = [(topics.events, kbytes, encode(e)) for e in _stamped(folded.events, message.offset)]
@@ -252,19 +275,18 @@ def _fold_outcome(ctx: FoldContext, message, kbytes: bytes, state: MemoryState, 
             raise _Refused("output-too-large", f"folding the record makes a {topic} record of "
                            f"{len(value)} bytes; the limit is {MAX_OUTPUT_BYTES} (below the broker's "
                            "max.message.bytes)")
-    offsets = {**folded.state.offsets, message.topic: message.offset}
-    state_bytes = folded.state.model_copy(update={"offsets": offsets}).model_dump_json().encode()
-    if len(state_bytes) > MAX_OUTPUT_BYTES:
-        # The state is a record too (the table's changelog): one the broker refuses would stop
+    after = folded.state.model_copy(update={"offsets": {**folded.state.offsets, message.topic: message.offset}})
+    try:
+        # The state's records go to the table's changelog: one the broker refuses would stop
         # the worker.  Refusing the input keeps the memory as it was.
-        raise _Refused("output-too-large", f"folding the record makes the memory's state "
-                       f"{len(state_bytes)} bytes; the limit is {MAX_OUTPUT_BYTES} (below the "
-                       "broker's max.message.bytes)")
-    return Outcome(records, kbytes, state_bytes)
+        memories.check(kbytes, state, after)
+    except TooLarge as exc:
+        raise _Refused("output-too-large", str(exc)) from None
+    return Outcome(records, kbytes, after)
 
 
 def _fail_result(ctx: FoldContext, message, kbytes: bytes, state: MemoryState, result: ModelResult,
-                 exc: Exception) -> Outcome:
+                 exc: Exception, memories: Memories) -> Outcome:
     """A model answer the fold could not apply: end its cycle as failed, dead-letter the answer."""
     code = exc.code if isinstance(exc, _Refused) else "fold-error"
     reason = exc.reason if isinstance(exc, _Refused) else f"{type(exc).__name__}: {exc}"
@@ -274,7 +296,7 @@ def _fail_result(ctx: FoldContext, message, kbytes: bytes, state: MemoryState, r
     failed = result.model_copy(update={
         "ok": False, "output": None, "error_code": code,
         "error": f"could not apply the model's answer: {reason}"[:2000]})
-    outcome = _fold_outcome(ctx, message, kbytes, state, failed)
+    outcome = _fold_outcome(ctx, message, kbytes, state, failed, memories)
     dead = _dead(ctx, message, code, f"model result not applied ({reason})"[:2000])
     return Outcome(dead.records + outcome.records, outcome.key, outcome.state)
 
@@ -339,23 +361,88 @@ async def answer_job(raw: bytes | None, run: Callable[[ModelJob], Awaitable[Mode
         return failed_result(_job_fields(job), started, "error", f"{type(exc).__name__}: {exc}")
 
 
-class StateTable(faust.Table):
-    """The state table; `changelog_sent` is the broker's ack of the latest write's changelog
-    record (Faust queues it and does not wait)."""
+class _Consumer(faust.transport.drivers.aiokafka.Consumer):
+    """Faust's consumer, fetching with a short wait: its driver hard-codes `fetch_max_wait_ms`
+    to 1500, so a model result written while a fetch was waiting sat up to 1.5 s behind it."""
 
-    changelog_sent: asyncio.Future | None = None
+    def _new_consumer_thread(self):
+        return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
-    def send_changelog(self, *args, **kwargs):
-        fut = super().send_changelog(*args, **kwargs)
-        self.changelog_sent = fut
-        return fut
+
+class _ConsumerThread(faust.transport.drivers.aiokafka.AIOKafkaConsumerThread):
+    def _create_worker_consumer(self, transport):
+        consumer = super()._create_worker_consumer(transport)
+        consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS  # read by start(), which comes later
+        return consumer
+
+
+class _Transport(faust.transport.drivers.aiokafka.Transport):
+    Consumer = _Consumer
+
+
+class _App(faust.App):
+    def _new_transport(self):
+        return _Transport(self.conf.broker_consumer, self)
+
+
+#: How long a fetch waits on the broker for records when there are none.
+FETCH_MAX_WAIT_MS = 20
+
+
+class StateStore:
+    """The state table's local RocksDB, written only after the broker has the changelog.
+
+    Faust writes a table's local store at once and its changelog in the background, so after a
+    crash the local store could hold a state the changelog never got.  Here a batch's records
+    go to the changelog first; once the broker acknowledges them (acks=all) they are written
+    to the local store together with the changelog offset they reached.  The local store is
+    then never ahead of the changelog: a crash before the local write is repaired by Faust's
+    recovery, which replays the changelog from that offset.
+    """
+
+    def __init__(self, app: faust.App, table: faust.Table) -> None:
+        self.app, self.table = app, table
+
+    def _db(self, partition: int):
+        return self.table.data._db_for_partition(partition)
+
+    def read(self, partition: int, key: bytes) -> bytes | None:
+        return self._db(partition).get(key)
+
+    def scan(self, partition: int, prefix: bytes) -> list[bytes]:
+        keys = []
+        for key in self._db(partition).keys(from_key=prefix):
+            if not key.startswith(prefix):
+                break
+            keys.append(key)
+        return keys
+
+    async def write(self, writes: list[tuple[int, bytes, bytes | None]]) -> None:
+        if not writes:
+            return
+        topic = self.table.changelog_topic.get_topic_name()
+        futures = [await self.app.producer.send(topic, key, value, partition=partition,
+                                                timestamp=None, headers=None)
+                   for partition, key, value in writes]
+        sent = await asyncio.gather(*futures)
+        batches: dict[int, rocksdict.WriteBatch] = defaultdict(lambda: rocksdict.WriteBatch(raw_mode=True))
+        reached: dict[int, int] = {}
+        for (partition, key, value), meta in zip(writes, sent):
+            if value is None:
+                batches[partition].delete(key)
+            else:
+                batches[partition].put(key, value)
+            reached[partition] = max(reached.get(partition, -1), meta.offset)
+        for partition, batch in batches.items():
+            self._db(partition).write(batch)
+            self.table.data.set_persisted_offset(TP(topic, partition), reached[partition])
 
 
 def build_app(settings: Settings) -> faust.App:
     topics = Topics(settings.namespace)
     config = EngineConfig(settings.om)
     (settings.data_dir / "worker").mkdir(parents=True, exist_ok=True)  # faust makes only the last level
-    app = faust.App(
+    app = _App(
         settings.app_id,
         broker=f"kafka://{settings.bootstrap}",
         store="rocksdb://",
@@ -374,7 +461,7 @@ def build_app(settings: Settings) -> faust.App:
         # A killed worker's partitions move on once its session times out (Faust's default is
         # 60 s, so a restart waited a minute for the group to rebalance).
         broker_session_timeout=10.0,
-        Table=StateTable,
+        consumer_group_instance_id=settings.instance_id or None,
     )
     inputs = app.topic(topics.log, key_type=bytes, value_type=bytes)
     jobs = app.topic(topics.jobs, key_type=bytes, value_type=bytes)
@@ -384,23 +471,22 @@ def build_app(settings: Settings) -> faust.App:
     )
     policy = RetryPolicy.from_settings(settings)
 
-    async def store(key: bytes, value: bytes) -> None:
-        """Write a state and wait until its changelog record is on the broker (see the module
-        docstring: the committed input position must not run ahead of the durable state)."""
-        state_table[key] = value
-        await state_table.changelog_sent
+    store = StateStore(app, state_table)
 
     key_for_results = result_key(settings.result_key, settings.data_dir)
     context = FoldContext(settings, topics, config, Limits.from_settings(settings), key_for_results)
 
     @app.agent(inputs, name="fold")
     async def fold_agent(stream):
-        async for event in stream.events():
-            # fold_record never raises: a bad record becomes a dead letter, not a restart.
-            outcome = fold_record(context, event.message, state_table.get)
-            await send_all(app, outcome.records)
-            if outcome.state is not None:
-                await store(outcome.key, outcome.state)
+        batches = stream.take_events(settings.batch_max, within=settings.batch_wait_ms / 1000)
+        async for batch in batches:
+            # Never raises: a bad record becomes a dead letter, not a restart.  Outputs first,
+            # then the states (see the module docstring); Faust acks the batch's records, so
+            # their offsets may be committed, only once this body has finished.
+            memories = Memories(store.read, store.scan, MAX_OUTPUT_BYTES)
+            records = fold_batch(context, [event.message for event in batch], memories)
+            await send_all(app, records)
+            await store.write(memories.writes())
 
     @app.agent(jobs, name="models", concurrency=settings.model_concurrency)
     async def model_agent(stream):

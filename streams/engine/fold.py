@@ -194,7 +194,7 @@ def _is_duplicate(step: Step, message: Message) -> bool:
     digest = _content_hash(message)
     known = step.state.seen.get(message.id)
     if known is None:
-        step.update(seen={**step.state.seen, message.id: digest})
+        step.update(seen=step.state.seen.with_id(message.id, digest))
         return False
     if known != digest:
         step.rejected.append(Rejected(

@@ -2,11 +2,62 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from datetime import datetime
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-__all__ = ["BufferedChunk", "BufferedReflection", "Cycle", "Generation", "MemoryState", "PendingMessage"]
+__all__ = ["BufferedChunk", "BufferedReflection", "Cycle", "Generation", "MemoryState", "PendingMessage", "Seen"]
+
+
+class Seen(Mapping[str, str]):
+    """The ids of the messages a memory has folded, each with its content hash: immutable.
+
+    It grows with the thread, so it is never copied: `with_id` shares `base` (every id known
+    before this batch; in the worker, a view of the stored entries) and copies only `added`,
+    the ids folded since.  The worker writes `added` as entries of their own
+    (`omstream.storage`), so the state record does not grow with the thread.
+    """
+
+    __slots__ = ("base", "added")
+    #: With a plain dict as base, `added` is merged into it beyond this size (pure runs).
+    _MERGE_AT = 256
+
+    def __init__(self, base: Mapping[str, str] | None = None, added: dict[str, str] | None = None) -> None:
+        self.base: Mapping[str, str] = base if base is not None else {}
+        self.added: dict[str, str] = added or {}
+
+    def get(self, message_id: str, default: Any = None) -> Any:
+        found = self.added.get(message_id)
+        return found if found is not None else self.base.get(message_id, default)
+
+    def __getitem__(self, message_id: str) -> str:
+        found = self.get(message_id)
+        if found is None:
+            raise KeyError(message_id)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.base
+        yield from (k for k in self.added if k not in self.base)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __repr__(self) -> str:
+        return f"Seen(base={len(self.base) if isinstance(self.base, dict) else '...'}, added={len(self.added)})"
+
+    def with_id(self, message_id: str, digest: str) -> "Seen":
+        added = {**self.added, message_id: digest}
+        if len(added) > self._MERGE_AT and isinstance(self.base, dict):
+            return Seen({**self.base, **added})
+        return Seen(self.base, added)
+
+
+def _as_seen(value: Any) -> Seen:
+    # A stored state from before the split carries its ids inline (schema version 1).
+    return value if isinstance(value, Seen) else Seen(dict(value or {}))
 
 
 class _Frozen(BaseModel):
@@ -90,6 +141,8 @@ class Generation(_Frozen):
 
 
 class MemoryState(_Frozen):
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
     memory_key: str
     thread_id: str
     resource_id: str | None = None
@@ -99,7 +152,8 @@ class MemoryState(_Frozen):
     observation_tokens: int = 0
     cursor: datetime | None = None
     pending: tuple[PendingMessage, ...] = ()
-    seen: dict[str, str] = {}
+    # Not part of the record: stored as entries of their own (see `Seen`).
+    seen: Annotated[Seen, BeforeValidator(_as_seen)] = Field(default_factory=Seen, exclude=True)
     in_flight: Cycle | None = None
     held: tuple[dict, ...] = ()  # inputs that arrived while a blocking cycle was in flight
     blocked_since: datetime | None = None  # log time the blocking cycle in flight began

@@ -44,8 +44,16 @@ async def events(settings) -> list:
 
 async def final_states(settings) -> dict[str, dict]:
     """The last state per memory key, read from the table's changelog (what a restart restores)."""
-    records = await read_all(settings, f"{settings.app_id}-state-changelog", idle=0.3)
-    return {r.key.decode(): orjson.loads(r.value) for r in records if r.value}
+    from omstream.storage import states_of
+
+    latest: dict[bytes, bytes] = {}
+    for r in await read_all(settings, f"{settings.app_id}-state-changelog", idle=0.3):
+        if r.value is None:
+            latest.pop(r.key, None)
+        else:
+            latest[r.key] = r.value
+    return {key: {**state.model_dump(mode="json"), "seen": dict(state.seen)}
+            for key, state in states_of(latest).items()}
 
 
 def expected_cycles(messages, counter, threshold: int) -> int:

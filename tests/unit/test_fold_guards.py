@@ -19,6 +19,7 @@ from omstream.schemas.codec import decode_input, encode
 from omstream.schemas.messages import Message
 from omstream.settings import Settings
 from omstream.signing import HEADER, sign
+from omstream.storage import Memories, load_state
 from omstream.topics import Topics
 from omstream.worker import MAX_OUTPUT_BYTES, FoldContext, fold_record
 from tests.helpers import T0, engine, message, scripted_result
@@ -34,24 +35,40 @@ def context(limits: Limits = Limits(), message_tokens: int = 500) -> FoldContext
 
 
 class Store:
-    """The state table, as the fold agent uses it (outcomes applied in order)."""
+    """The state table, as the fold agent uses it: a batch of one record at a time, its
+    writes applied in order (`storage` layout)."""
 
     def __init__(self) -> None:
-        self.states: dict[bytes, bytes] = {}
+        self.records: dict[bytes, bytes] = {}
         self.offset = 0
+
+    def read(self, partition: int, key: bytes) -> bytes | None:
+        return self.records.get(key)
+
+    def scan(self, partition: int, prefix: bytes) -> list[bytes]:
+        return sorted(k for k in self.records if k.startswith(prefix))
 
     def feed(self, ctx: FoldContext, value: bytes, *, headers=None, timestamp_ms: int = LOG_MS,
              key: bytes = KEY) -> worker.Outcome:
         record = SimpleNamespace(topic=TOPICS.log, partition=0, offset=self.offset, key=key, value=value,
                                  headers=headers or [], timestamp=timestamp_ms / 1000)
         self.offset += 1
-        outcome = fold_record(ctx, record, self.states.get)
+        memories = Memories(self.read, self.scan, MAX_OUTPUT_BYTES)
+        outcome = fold_record(ctx, record, memories)
         if outcome.state is not None:
-            self.states[outcome.key] = outcome.state
+            memories.put(outcome.key, outcome.state)
+        for _, k, v in memories.writes():
+            if v is None:
+                self.records.pop(k, None)
+            else:
+                self.records[k] = v
         return outcome
 
+    def snapshot(self) -> dict[bytes, bytes]:
+        return dict(self.records)
+
     def state(self) -> MemoryState:
-        return MemoryState.model_validate_json(self.states[KEY])
+        return load_state(lambda k: self.read(0, k), lambda p: self.scan(0, p), KEY).state
 
 
 def raw(item) -> bytes:
@@ -86,7 +103,7 @@ def test_deep_metadata_used_to_crash_the_fold_and_is_now_dead_lettered():
     outcome = store.feed(context(Limits(max_depth=10_000)), deep_metadata(300))
     [letter] = dead(outcome)
     assert letter["code"] == "fold-error" and "depth" in letter["reason"]
-    assert letter["value"] and outcome.state is None and KEY not in store.states
+    assert letter["value"] and outcome.state is None and KEY not in store.records
     # The memory goes on.
     assert store.feed(context(), raw(message(1))).state is not None
     assert store.state().pending_ids == ("t1-m1",)
@@ -176,14 +193,14 @@ def test_an_answer_that_cannot_be_applied_fails_its_cycle(monkeypatch):
 def test_an_exception_in_the_fold_leaves_the_state_and_the_worker_goes_on(monkeypatch):
     store, ctx = Store(), context()
     store.feed(ctx, raw(message(0)))
-    before = store.states[KEY]
+    before = store.snapshot()
 
     def broken(state, record, config):
         raise ValueError("a bug")
 
     monkeypatch.setattr(worker, "fold", broken)
     outcome = store.feed(ctx, raw(message(1)))
-    assert [d["code"] for d in dead(outcome)] == ["fold-error"] and store.states[KEY] == before
+    assert [d["code"] for d in dead(outcome)] == ["fold-error"] and store.snapshot() == before
     monkeypatch.undo()
     store.feed(ctx, raw(message(1)))
     assert store.state().pending_ids == ("t1-m0", "t1-m1")
@@ -207,13 +224,14 @@ def test_an_input_past_the_cycle_deadline_is_not_busy_it_ends_the_cycle():
     assert dead(outcome) == [] and "data-om-observation-failed" in event_types(outcome)
 
 
-def test_a_state_too_large_for_the_broker_refuses_the_input_and_keeps_the_memory():
+def test_large_messages_no_longer_add_up_to_a_state_too_large_for_the_broker():
+    # Each pending message is a record of its own (`storage`), so two messages that would have
+    # passed the limit together in one state record are both kept.
     ctx = context(replace(Limits(), max_record_bytes=4 * 1024 * 1024, max_text_chars=10**7), message_tokens=10**7)
     store = Store()
-    half = MAX_OUTPUT_BYTES * 6 // 10  # each message's event fits; two in the state do not
-    store.feed(ctx, orjson.dumps({**orjson.loads(raw(message(0))), "content": "a " * (half // 2)}))
-    before = store.states[KEY]
-    outcome = store.feed(ctx, orjson.dumps({**orjson.loads(raw(message(1))), "content": "b " * (half // 2)}))
-    [letter] = dead(outcome)
-    assert letter["code"] == "output-too-large" and "state" in letter["reason"]
-    assert store.states[KEY] == before
+    half = MAX_OUTPUT_BYTES * 6 // 10  # each message's event fits; two together do not
+    for i, letter in enumerate("ab"):
+        outcome = store.feed(ctx, orjson.dumps({**orjson.loads(raw(message(i))), "content": f"{letter} " * (half // 2)}))
+        assert dead(outcome) == []
+    assert store.state().pending_ids == ("t1-m0", "t1-m1")
+    assert max(len(v) for v in store.records.values()) < MAX_OUTPUT_BYTES

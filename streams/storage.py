@@ -1,0 +1,385 @@
+"""How a memory's state is stored: a small record plus pieces that are written only when they change.
+
+A memory's state (`MemoryState`) holds things of three kinds, stored differently so that what
+is rewritten per batch is proportional to what changed, not to the thread's history:
+
+=================  ==========================================  ===================================
+kind               fields                                      stored as
+=================  ==========================================  ===================================
+scalars            counters, cursor, title, offsets, ...       the **core** record, key ``K``
+large values       observations, chunks, buffered reflection,  one record each, ``K\\0<name>``,
+                   the three cycles in flight                  rewritten only when replaced
+sequences          pending messages, held inputs, history      one record per item, ``K\\0<name>\\0<index>``
+message ids        `seen` (id -> content hash)                 one record per id, ``K\\0s\\0<id>``
+=================  ==========================================  ===================================
+
+``K`` is the memory key, so every record of a memory sorts together and a prefix names them all.
+A sequence item keeps the index it was first stored under; the core lists the live index ranges,
+so appending a pending message writes that message alone and observing a hundred deletes a
+hundred small records.  Identity tells what changed: the fold replaces what it changes and keeps
+the rest (`model_copy`), so an unchanged piece is the very object that was loaded.
+
+The core record carries a schema version (`"v"`).  A record without one is a whole state from
+before this layout (version 1, `seen` inline); it is read as such and written back in this
+layout by the next batch that touches the memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from pydantic import TypeAdapter
+
+from omstream.engine.state import (
+    BufferedChunk,
+    BufferedReflection,
+    Cycle,
+    Generation,
+    MemoryState,
+    PendingMessage,
+    Seen,
+)
+
+__all__ = ["SCHEMA_VERSION", "Memories", "StateUnreadable", "StoredSeen", "TooLarge", "load_state", "part_keys",
+           "plan_writes", "states_of"]
+
+SCHEMA_VERSION = 2
+SEP = b"\x00"
+
+#: Large values: field -> short name in the key.  Rewritten only when the fold replaces them.
+PARTS = {"observations": b"o", "chunks": b"c", "buffered_reflection": b"r", "in_flight": b"f",
+         "buffering": b"b", "reflection_buffering": b"x"}
+#: Sequences: field -> short name; one record per item.
+SEQUENCES = {"pending": b"p", "held": b"h", "history": b"g"}
+SEEN = b"s"
+_NOT_CORE = {*PARTS, *SEQUENCES, "seen"}
+
+_PART_TYPES: dict[str, TypeAdapter] = {
+    "observations": TypeAdapter(str),
+    "chunks": TypeAdapter(tuple[BufferedChunk, ...]),
+    "buffered_reflection": TypeAdapter(BufferedReflection | None),
+    "in_flight": TypeAdapter(Cycle | None),
+    "buffering": TypeAdapter(Cycle | None),
+    "reflection_buffering": TypeAdapter(Cycle | None),
+}
+_ITEM_TYPES: dict[str, TypeAdapter] = {
+    "pending": TypeAdapter(PendingMessage),
+    "held": TypeAdapter(dict),
+    "history": TypeAdapter(Generation),
+}
+_EMPTY: dict[str, Any] = {"observations": "", "chunks": (), "buffered_reflection": None,
+                          "in_flight": None, "buffering": None, "reflection_buffering": None}
+
+Read = Callable[[bytes], bytes | None]
+Scan = Callable[[bytes], Iterable[bytes]]
+
+
+def part_key(key: bytes, name: bytes) -> bytes:
+    return key + SEP + name
+
+
+def item_key(key: bytes, name: bytes, index: int) -> bytes:
+    # Big-endian, so a memory's items sort in index order.
+    return key + SEP + name + SEP + index.to_bytes(8, "big")
+
+
+def seen_key(key: bytes, message_id: str) -> bytes:
+    return key + SEP + SEEN + SEP + message_id.encode()
+
+
+def part_keys(key: bytes) -> bytes:
+    """The prefix of every record of memory `key` except its core record."""
+    return key + SEP
+
+
+class StoredSeen:
+    """`seen` as the stored records of one memory: looked up one id at a time, never loaded."""
+
+    def __init__(self, read: Read, scan: Scan, key: bytes) -> None:
+        self._read, self._scan, self._key = read, scan, key
+
+    def get(self, message_id: str, default: Any = None) -> Any:
+        raw = self._read(seen_key(self._key, message_id))
+        return raw.decode() if raw is not None else default
+
+    def __iter__(self) -> Iterator[str]:
+        prefix = self._key + SEP + SEEN + SEP
+        return (k[len(prefix):].decode() for k in self._scan(prefix))
+
+    def __contains__(self, message_id: object) -> bool:
+        return isinstance(message_id, str) and self.get(message_id) is not None
+
+
+@dataclass
+class Loaded:
+    """A memory as read at the start of a batch, with the stored index of every sequence item."""
+
+    state: MemoryState
+    indices: dict[str, dict[int, int]] = field(default_factory=dict)  # field -> id(item) -> index
+    next_index: dict[str, int] = field(default_factory=dict)
+    legacy: bool = False  # a version-1 record: write everything back in this layout
+
+
+class StateUnreadable(ValueError):
+    """A stored core record this version cannot read (a newer schema, or damaged bytes)."""
+
+
+def load_state(read: Read, scan: Scan, key: bytes) -> Loaded | None:
+    """The stored memory `key`, or None when there is none."""
+    raw = read(key)
+    if raw is None:
+        return None
+    try:
+        core = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise StateUnreadable(f"the stored state of {key!r} is not JSON: {exc}") from exc
+    if not isinstance(core, dict):
+        raise StateUnreadable(f"the stored state of {key!r} is not a JSON object")
+    version = core.pop("v", 1)
+    if version == 1:
+        return Loaded(MemoryState.model_validate(core), legacy=True)
+    if version != SCHEMA_VERSION:
+        raise StateUnreadable(f"the stored state of {key!r} has schema version {version}; this worker "
+                              f"reads versions 1 and {SCHEMA_VERSION}")
+    ranges = core.pop("ranges")
+    next_index = core.pop("next")
+    fields: dict[str, Any] = dict(core)
+    for name, short in PARTS.items():
+        value = read(part_key(key, short))
+        fields[name] = _EMPTY[name] if value is None else _PART_TYPES[name].validate_json(value)
+    indices: dict[str, dict[int, int]] = {}
+    for name, short in SEQUENCES.items():
+        items, where = [], {}
+        for start, end in ranges.get(name, ()):
+            for index in range(start, end):
+                value = read(item_key(key, short, index))
+                if value is None:
+                    raise StateUnreadable(f"the stored state of {key!r} lacks {name} item {index}")
+                item = _ITEM_TYPES[name].validate_json(value)
+                items.append(item)
+                where[id(item)] = index
+        fields[name] = tuple(items)
+        indices[name] = where
+    fields["seen"] = Seen(StoredSeen(read, scan, key))
+    state = MemoryState.model_validate(fields)
+    # Validation may copy containers; index the items the state actually holds.
+    indices = {name: _reindex(getattr(state, name), [where for where in indices[name].values()])
+               for name in SEQUENCES}
+    return Loaded(state, indices, {name: next_index.get(name, 0) for name in SEQUENCES})
+
+
+def _reindex(items: tuple, order: list[int]) -> dict[int, int]:
+    return {id(item): index for item, index in zip(items, order)}
+
+
+class TooLarge(ValueError):
+    """A record of the state would be larger than the broker accepts."""
+
+
+@dataclass
+class _Encoded:
+    """Encodings made while a batch is folded, reused when it is written (keyed by object
+    identity; the object is kept so its id cannot be reused by another)."""
+
+    by_id: dict[int, tuple[Any, bytes]] = field(default_factory=dict)
+
+    def get(self, obj: Any, encode: Callable[[Any], bytes]) -> bytes:
+        hit = self.by_id.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        data = encode(obj)
+        self.by_id[id(obj)] = (obj, data)
+        return data
+
+
+def _encode_part(name: str) -> Callable[[Any], bytes]:
+    return lambda value: _PART_TYPES[name].dump_json(value)
+
+
+def _encode_item(name: str) -> Callable[[Any], bytes]:
+    if name == "held":
+        return orjson.dumps
+    return lambda item: item.model_dump_json().encode()
+
+
+def encode_core(state: MemoryState, ranges: dict[str, list[list[int]]], next_index: dict[str, int]) -> bytes:
+    core = state.model_dump(mode="json", exclude=_NOT_CORE)
+    return orjson.dumps({"v": SCHEMA_VERSION, **core, "ranges": ranges, "next": next_index})
+
+
+def _ranges(indices: list[int]) -> list[list[int]]:
+    out: list[list[int]] = []
+    for index in indices:
+        if out and out[-1][1] == index:
+            out[-1][1] = index + 1
+        else:
+            out.append([index, index + 1])
+    return out
+
+
+def plan_writes(key: bytes, loaded: Loaded | None, state: MemoryState, encoded: _Encoded,
+                scan: Scan) -> list[tuple[bytes, bytes | None]]:
+    """The records that turn what was stored (`loaded`) into `state` (None value: delete)."""
+    writes: list[tuple[bytes, bytes | None]] = []
+    old = loaded.state if loaded is not None and not loaded.legacy else None
+    for name, short in PARTS.items():
+        value = getattr(state, name)
+        if old is not None and value is getattr(old, name):
+            continue
+        if value == _EMPTY[name]:
+            if old is not None and getattr(old, name) != _EMPTY[name]:
+                writes.append((part_key(key, short), None))
+        else:
+            writes.append((part_key(key, short), encoded.get(value, _encode_part(name))))
+    ranges: dict[str, list[list[int]]] = {}
+    next_index: dict[str, int] = {}
+    for name, short in SEQUENCES.items():
+        where = loaded.indices.get(name, {}) if old is not None else {}
+        counter = loaded.next_index.get(name, 0) if old is not None else 0
+        items = getattr(state, name)
+        kept, order = set(), []
+        for item in items:
+            index = where.get(id(item))
+            if index is None or (order and index <= order[-1]):
+                index = counter  # new, or out of order: stored again at the end
+                counter += 1
+                writes.append((item_key(key, short, index), encoded.get(item, _encode_item(name))))
+            else:
+                kept.add(index)
+            order.append(index)
+        writes += [(item_key(key, short, index), None) for index in where.values() if index not in kept]
+        ranges[name] = _ranges(order)
+        next_index[name] = counter
+    writes += _seen_writes(key, loaded, state, scan)
+    writes.append((key, encode_core(state, ranges, next_index)))
+    return writes
+
+
+def _seen_writes(key: bytes, loaded: Loaded | None, state: MemoryState, scan: Scan) -> list[tuple[bytes, bytes | None]]:
+    seen = state.seen
+    writes: list[tuple[bytes, bytes | None]] = []
+    stored_base = loaded is not None and not loaded.legacy and seen.base is loaded.state.seen.base
+    if not stored_base:
+        # A new memory, a deleted one started again, or a version-1 record: the stored ids are
+        # replaced by the state's own.
+        writes += [(k, None) for k in scan(key + SEP + SEEN + SEP)]
+        writes += [(seen_key(key, i), d.encode()) for i, d in seen.base.items()]
+    writes += [(seen_key(key, i), d.encode()) for i, d in seen.added.items()]
+    return writes
+
+
+class Memories:
+    """The memories one batch touches: each loaded once, folded in memory, written once.
+
+    `read(partition, key)` and `scan(partition, prefix)` read the local store of a partition.
+    """
+
+    def __init__(self, read: Callable[[int, bytes], bytes | None],
+                 scan: Callable[[int, bytes], Iterable[bytes]], limit: int) -> None:
+        self._read, self._scan, self.limit = read, scan, limit
+        self._loaded: dict[bytes, Loaded | None] = {}
+        self._current: dict[bytes, MemoryState] = {}
+        self._partition: dict[bytes, int] = {}
+        self._encoded = _Encoded()
+        self._salvaged: dict[bytes, int] = {}
+        #: Stored states that could not be read: (key, partition, reason, bytes).
+        self.unreadable: list[tuple[bytes, int, str, bytes]] = []
+
+    def _reader(self, partition: int) -> tuple[Read, Scan]:
+        return (lambda k: self._read(partition, k)), (lambda p: self._scan(partition, p))
+
+    def get(self, key: bytes, partition: int) -> MemoryState | None:
+        """The memory's state as the batch has folded it so far (loaded on first use).
+
+        A stored state this worker cannot read must not stop the memory: it is reported in
+        `unreadable` (the worker dead-letters its bytes), the memory starts again from an empty
+        state that keeps its event sequence number, and the batch's write replaces every
+        record the memory had."""
+        if key not in self._loaded:
+            self._partition[key] = partition
+            read, scan = self._reader(partition)
+            try:
+                loaded = load_state(read, scan, key)
+            except Exception as exc:  # noqa: BLE001 - a damaged or foreign record
+                raw = read(key) or b""
+                self.unreadable.append((key, partition, f"{type(exc).__name__}: {exc}"[:2000], raw))
+                self._salvaged[key] = _salvage_seq(raw)
+                loaded = None
+            self._loaded[key] = loaded
+            if loaded is not None:
+                self._current[key] = loaded.state
+        return self._current.get(key)
+
+    def salvaged_seq(self, key: bytes) -> int:
+        """The event sequence number of an unreadable stored state (0 when there is none), so
+        that a memory started again never reuses an event id."""
+        return self._salvaged.get(key, 0)
+
+    def check(self, key: bytes, before: MemoryState | None, after: MemoryState) -> None:
+        """Raise `TooLarge` if a record `after` adds or replaces would pass the limit."""
+        for name in PARTS:
+            value = getattr(after, name)
+            if before is not None and value is getattr(before, name):
+                continue
+            self._fits(key, name, self._encoded.get(value, _encode_part(name)))
+        for name in SEQUENCES:
+            # What the record appended: the items after the last one the state had before.
+            last = getattr(before, name)[-1] if before is not None and getattr(before, name) else None
+            for item in reversed(getattr(after, name)):
+                if item is last:
+                    break
+                self._fits(key, name, self._encoded.get(item, _encode_item(name)))
+        core = encode_core(after, {}, {})
+        self._fits(key, "core", core)
+
+    def _fits(self, key: bytes, what: str, data: bytes) -> None:
+        if len(data) > self.limit:
+            raise TooLarge(f"folding the record makes the memory's {what} record {len(data)} bytes; "
+                           f"the limit is {self.limit} (below the broker's max.message.bytes)")
+
+    def put(self, key: bytes, state: MemoryState) -> None:
+        self._current[key] = state
+
+    def writes(self) -> list[tuple[int, bytes, bytes | None]]:
+        """Every record the batch changes, as (partition, key, value or None to delete)."""
+        out: list[tuple[int, bytes, bytes | None]] = []
+        for key, state in self._current.items():
+            loaded = self._loaded.get(key)
+            if loaded is not None and state is loaded.state and not loaded.legacy:
+                continue
+            partition = self._partition[key]
+            _, scan = self._reader(partition)
+            if key in self._salvaged:
+                out += [(partition, k, None) for k in scan(part_keys(key))]
+            out += [(partition, k, v) for k, v in plan_writes(key, loaded, state, self._encoded, scan)]
+        return out
+
+
+def _salvage_seq(raw: bytes) -> int:
+    try:
+        seq = orjson.loads(raw).get("seq")
+    except Exception:  # noqa: BLE001 - not even JSON
+        return 0
+    return seq if isinstance(seq, int) and seq > 0 else 0
+
+
+def states_of(records: dict[bytes, bytes]) -> dict[str, MemoryState]:
+    """Every memory in a table's latest records (e.g. its compacted changelog read to the end),
+    `seen` loaded in full: for tools and tests, not the fold's path."""
+    def read(k: bytes) -> bytes | None:
+        return records.get(k)
+
+    def scan(prefix: bytes) -> list[bytes]:
+        return sorted(k for k in records if k.startswith(prefix))
+
+    out = {}
+    for key in records:
+        if SEP not in key:
+            loaded = load_state(read, scan, key)
+            if loaded is not None:
+                state = loaded.state
+                out[key.decode()] = state.model_copy(update={"seen": Seen(dict(state.seen))})
+    return out
