@@ -50,15 +50,17 @@ SCHEMA_VERSION = 2
 SEP = b"\x00"
 
 #: Large values: field -> short name in the key.  Rewritten only when the fold replaces them.
-PARTS = {"observations": b"o", "chunks": b"c", "buffered_reflection": b"r", "in_flight": b"f",
+#: The observation log: segments ``K\0o\0<index>`` whose concatenation is the text.  An
+#: activation appends (one more segment); a reflection or a deletion replaces them all.
+LOG = b"o"
+PARTS = {"chunks": b"c", "buffered_reflection": b"r", "in_flight": b"f",
          "buffering": b"b", "reflection_buffering": b"x"}
 #: Sequences: field -> short name; one record per item.
 SEQUENCES = {"pending": b"p", "held": b"h", "history": b"g"}
 SEEN = b"s"
-_NOT_CORE = {*PARTS, *SEQUENCES, "seen"}
+_NOT_CORE = {*PARTS, *SEQUENCES, "seen", "observations"}
 
 _PART_TYPES: dict[str, TypeAdapter] = {
-    "observations": TypeAdapter(str),
     "chunks": TypeAdapter(tuple[BufferedChunk, ...]),
     "buffered_reflection": TypeAdapter(BufferedReflection | None),
     "in_flight": TypeAdapter(Cycle | None),
@@ -70,7 +72,7 @@ _ITEM_TYPES: dict[str, TypeAdapter] = {
     "held": TypeAdapter(dict),
     "history": TypeAdapter(Generation),
 }
-_EMPTY: dict[str, Any] = {"observations": "", "chunks": (), "buffered_reflection": None,
+_EMPTY: dict[str, Any] = {"chunks": (), "buffered_reflection": None,
                           "in_flight": None, "buffering": None, "reflection_buffering": None}
 
 Read = Callable[[bytes], bytes | None]
@@ -120,6 +122,7 @@ class Loaded:
     state: MemoryState
     indices: dict[str, dict[int, int]] = field(default_factory=dict)  # field -> id(item) -> index
     next_index: dict[str, int] = field(default_factory=dict)
+    segments: list[int] = field(default_factory=list)  # the observation log's segment indices
     legacy: bool = False  # a version-1 record: write everything back in this layout
 
 
@@ -147,6 +150,8 @@ def load_state(read: Read, scan: Scan, key: bytes) -> Loaded | None:
     ranges = core.pop("ranges")
     next_index = core.pop("next")
     fields: dict[str, Any] = dict(core)
+    segments = [i for start, end in ranges.get("observations", ()) for i in range(start, end)]
+    fields["observations"] = "".join(_segment(read, key, index) for index in segments)
     for name, short in PARTS.items():
         value = read(part_key(key, short))
         fields[name] = _EMPTY[name] if value is None else _PART_TYPES[name].validate_json(value)
@@ -168,7 +173,15 @@ def load_state(read: Read, scan: Scan, key: bytes) -> Loaded | None:
     # Validation may copy containers; index the items the state actually holds.
     indices = {name: _reindex(getattr(state, name), [where for where in indices[name].values()])
                for name in SEQUENCES}
-    return Loaded(state, indices, {name: next_index.get(name, 0) for name in SEQUENCES})
+    return Loaded(state, indices, {name: next_index.get(name, 0) for name in (*SEQUENCES, "observations")},
+                  segments)
+
+
+def _segment(read: Read, key: bytes, index: int) -> str:
+    value = read(item_key(key, LOG, index))
+    if value is None:
+        raise StateUnreadable(f"the stored state of {key!r} lacks observation segment {index}")
+    return orjson.loads(value)
 
 
 def _reindex(items: tuple, order: list[int]) -> dict[int, int]:
@@ -253,8 +266,37 @@ def plan_writes(key: bytes, loaded: Loaded | None, state: MemoryState, encoded: 
         writes += [(item_key(key, short, index), None) for index in where.values() if index not in kept]
         ranges[name] = _ranges(order)
         next_index[name] = counter
+    writes += _log_writes(key, loaded if old is not None else None, state, ranges, next_index)
     writes += _seen_writes(key, loaded, state, scan)
     writes.append((key, encode_core(state, ranges, next_index)))
+    return writes
+
+
+def _appended(before: str, after: str) -> str | None:
+    """What `after` adds to `before`, or None when it is not an append (a reflection)."""
+    if before and after.startswith(before):
+        return after[len(before):]
+    return None
+
+
+def _log_writes(key: bytes, loaded: Loaded | None, state: MemoryState, ranges: dict, next_index: dict,
+                ) -> list[tuple[bytes, bytes | None]]:
+    """The observation log as segments: an append writes only what it added."""
+    segments = list(loaded.segments) if loaded is not None else []
+    counter = loaded.next_index.get("observations", 0) if loaded is not None else 0
+    writes: list[tuple[bytes, bytes | None]] = []
+    text = state.observations
+    if loaded is None or text is not loaded.state.observations:
+        added = _appended(loaded.state.observations, text) if loaded is not None else None
+        if added is None:
+            writes += [(item_key(key, LOG, i), None) for i in segments]
+            segments, added = [], text
+        if added:
+            writes.append((item_key(key, LOG, counter), orjson.dumps(added)))
+            segments.append(counter)
+            counter += 1
+    ranges["observations"] = _ranges(segments)
+    next_index["observations"] = counter
     return writes
 
 
@@ -320,6 +362,9 @@ class Memories:
 
     def check(self, key: bytes, before: MemoryState | None, after: MemoryState) -> None:
         """Raise `TooLarge` if a record `after` adds or replaces would pass the limit."""
+        if before is None or after.observations is not before.observations:
+            added = _appended(before.observations, after.observations) if before is not None else None
+            self._fits(key, "observations", orjson.dumps(after.observations if added is None else added))
         for name in PARTS:
             value = getattr(after, name)
             if before is not None and value is getattr(before, name):

@@ -1,0 +1,163 @@
+"""The stored layout of a memory (omstream.storage): what is written, what is read back, and old states.
+
+The store here is a dict standing in for one partition's RocksDB; `Memories` and `plan_writes`
+are the worker's own code.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from omstream.engine.fold import fold, new_state
+from omstream.engine.state import MemoryState
+from omstream.storage import SEP, Memories, load_state
+from tests.helpers import engine, message, scripted_result
+
+KEY = b"thread:t1"
+LIMIT = 900 * 1024
+V1 = Path(__file__).resolve().parents[1] / "fixtures" / "states" / "v1-thread-t1.json"
+
+
+class Table:
+    """One partition's store: records by key, written batch by batch."""
+
+    def __init__(self) -> None:
+        self.records: dict[bytes, bytes] = {}
+        self.written = 0  # bytes of key + value sent to the changelog
+
+    def read(self, partition: int, key: bytes) -> bytes | None:
+        return self.records.get(key)
+
+    def scan(self, partition: int, prefix: bytes) -> list[bytes]:
+        return sorted(k for k in self.records if k.startswith(prefix))
+
+    def batch(self, inputs, config) -> list:
+        """Fold `inputs` as one batch of the worker would; the jobs it emitted."""
+        memories = Memories(self.read, self.scan, LIMIT)
+        state = memories.get(KEY, 0) or new_state("thread:t1", "t1", "u1")
+        jobs = []
+        for item in inputs:
+            out = fold(state, item, config)
+            memories.check(KEY, state, out.state)
+            state = out.state
+            jobs += out.jobs
+        memories.put(KEY, state)
+        for _, key, value in memories.writes():
+            self.written += len(key) + len(value or b"")
+            if value is None:
+                self.records.pop(key, None)
+            else:
+                self.records[key] = value
+        return jobs
+
+    def state(self) -> MemoryState:
+        return load_state(lambda k: self.read(0, k), lambda p: self.scan(0, p), KEY).state
+
+    def memory_bytes(self, *, seen: bool = True) -> int:
+        """All records of the memory; without the per-message index of seen ids if asked."""
+        ids = KEY + SEP + b"s" + SEP
+        return sum(len(k) + len(v) for k, v in self.records.items()
+                   if (k == KEY or k.startswith(KEY + SEP)) and (seen or not k.startswith(ids)))
+
+
+def comparable(state: MemoryState) -> dict:
+    return {**state.model_dump(mode="json"), "seen": dict(state.seen)}
+
+
+def run(table: Table, config, messages, batch_sizes) -> MemoryState:
+    """Fold `messages` in batches of the given sizes (cycled), answering every job in the next
+    batch; returns the pure fold's state for the same inputs in the same order."""
+    pure = new_state("thread:t1", "t1", "u1")
+    queue, i, n = [], 0, 0
+    while i < len(messages) or queue:
+        size = batch_sizes[n % len(batch_sizes)]
+        n += 1
+        inputs = [scripted_result(job) for job in queue] + list(messages[i:i + size])
+        i += size
+        for item in inputs:
+            pure = fold(pure, item, config).state
+        queue = table.batch(inputs, config)
+    return pure
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.lists(st.integers(1, 12), min_size=1, max_size=5), st.integers(20, 80))
+def test_what_is_stored_reads_back_as_the_folded_state(batch_sizes, count):
+    config = engine(400, observation={"bufferTokens": 120}, reflection={"observationTokens": 500})
+    table = Table()
+    pure = run(table, config, [message(i, words=25) for i in range(count)], batch_sizes)
+    assert comparable(table.state()) == comparable(pure)
+    assert pure.generation > 0 or count < 40  # reflections happened on the longer runs
+
+
+def test_a_memory_forgets_its_records_when_deleted():
+    from omstream.schemas.control import ThreadDeleted
+
+    config = engine(400, observation={"bufferTokens": 120})
+    table = Table()
+    run(table, config, [message(i, words=25) for i in range(30)], [7])
+    table.batch([ThreadDeleted(thread_id="t1", resource_id="u1", at=message(40).created_at)], config)
+    assert [k for k in table.records if k != KEY] == []  # pending, seen, observations: gone
+    state = table.state()
+    assert state.pending == () and dict(state.seen) == {} and state.seq > 0
+
+
+def test_state_records_stay_small_as_one_thread_grows_to_10000_messages():
+    """Acceptance: the state a batch rewrites does not grow with the thread (1,000 -> 10,000)."""
+    config = engine(3000, observation={"bufferTokens": 600})
+    table = Table()
+    figures = {}
+    queue: list = []
+    for n in range(0, 10_000, 50):
+        before = table.written
+        for i in range(n, n + 50, 5):  # a model that answers within five messages
+            queue = table.batch([scripted_result(job) for job in queue] + [message(j, words=30) for j in range(i, i + 5)],
+                                config)
+        if n + 50 in (1_000, 10_000):
+            core = len(table.records[KEY])
+            figures[n + 50] = (core, table.memory_bytes(seen=False), table.memory_bytes(), table.written - before)
+    print("messages: (core record, state bytes without seen ids, with them, bytes written for the last 50 messages)", figures)
+    (core_1k, state_1k, _, batch_1k), (core_10k, state_10k, all_10k, batch_10k) = figures[1_000], figures[10_000]
+    assert core_1k < 4096 and core_10k < 4096
+    # Pending messages and observations are bounded by the thresholds, not by the thread.
+    assert state_10k < 2 * state_1k + 64 * 1024, figures
+    # A batch of 50 messages writes about their own size, not the thread's history.
+    assert batch_10k < 3 * batch_1k + 200 * 1024, figures
+    assert table.state().generation > 3  # reflections ran
+
+
+def test_a_version_1_state_is_migrated_and_folding_continues():
+    """A stored state written before this layout (the whole state in one record, `seen` inline)."""
+    config = engine(600, observation={"bufferTokens": 200}, reflection={"observationTokens": 800})
+    raw = V1.read_bytes()
+    assert b'"v"' not in raw[:20] and b'"seen"' in raw
+    table = Table()
+    table.records[KEY] = raw
+    old = MemoryState.model_validate_json(raw)  # what the pure fold continues from
+    later = [message(i, words=30) for i in range(40, 60)] + [message(5, words=30)]  # 5: a duplicate
+    table.batch(later, config)
+    assert orjson.loads(table.records[KEY])["v"] == 2 and b'"seen"' not in table.records[KEY]
+    pure = old
+    for item in later:
+        pure = fold(pure, item, config).state
+    assert comparable(table.state()) == comparable(pure)
+    assert table.state().seq > old.seq and "t1-m5" in table.state().seen
+    assert not any(m.id == "t1-m5" for m in table.state().pending)  # the duplicate was recognised
+
+
+def test_an_unreadable_state_starts_the_memory_again_and_keeps_its_sequence():
+    table = Table()
+    table.records[KEY] = orjson.dumps({"v": 2, "seq": 41, "memory_key": "thread:t1", "ranges": "nonsense"})
+    table.records[KEY + SEP + b"o"] = b'"old observations"'
+    memories = Memories(table.read, table.scan, LIMIT)
+    assert memories.get(KEY, 0) is None
+    [(key, _, reason, raw)] = memories.unreadable
+    assert key == KEY and raw == table.records[KEY] and reason
+    assert memories.salvaged_seq(KEY) == 41
+    memories.put(KEY, new_state("thread:t1", "t1", "u1").model_copy(update={"seq": 41}))
+    writes = {k: v for _, k, v in memories.writes()}
+    assert writes[KEY + SEP + b"o"] is None  # the old pieces are deleted with it
