@@ -96,7 +96,9 @@ def _js_length(segment: str) -> int:
     return len(segment) + sum(1 for ch in segment if ord(ch) > 0xFFFF)
 
 
+@lru_cache(maxsize=1 << 16)
 def _segment_tokens(segment: str) -> int:
+    # Cached: words repeat, and the regular expressions below cost far more than a lookup.
     if _WHITESPACE.match(segment):
         return 0
     if _CJK.search(segment):
