@@ -1,6 +1,6 @@
 """End-to-end benchmark of one worker: a real broker, one `om worker`, the producer client.
 
-    python -m bench.e2e            # the default sizes, under 10 minutes on a 2-core machine
+    python -m bench.e2e            # the default sizes, meant for under 10 minutes on an idle 2-core machine
     python -m bench.e2e --quick    # a smoke run of about a minute
     python -m bench.e2e --help
 
