@@ -14,7 +14,19 @@ from .state import MemoryState
 from .thresholds import effective_message_threshold, effective_reflection_threshold
 from .tokens import Counter, count_messages, get_counter
 
-__all__ = ["EngineConfig", "Folded", "Rejected", "Step"]
+__all__ = ["EngineConfig", "Folded", "Rejected", "Step", "replace_fields"]
+
+
+def replace_fields(state: MemoryState, changes: dict[str, object]) -> MemoryState:
+    """`state.model_copy(update=changes)`, without its generic copying: a fold call replaces
+    fields a dozen times, and pydantic's copy (three `copy.copy` calls each time) was a fifth of
+    the fold's cost.  Like `model_copy`, it does not validate the new values."""
+    new = object.__new__(MemoryState)
+    object.__setattr__(new, "__dict__", {**state.__dict__, **changes})
+    object.__setattr__(new, "__pydantic_fields_set__", state.__pydantic_fields_set__ | changes.keys())
+    object.__setattr__(new, "__pydantic_extra__", None)
+    object.__setattr__(new, "__pydantic_private__", None)
+    return new
 
 
 @dataclass(frozen=True)
@@ -108,7 +120,7 @@ class Step:
         self._after_status: list[tuple[type, object, datetime]] = []
 
     def update(self, **changes: object) -> None:
-        self.state = self.state.model_copy(update=changes)
+        self.state = replace_fields(self.state, changes)
 
     def now(self, at: datetime) -> datetime:
         """Event time never goes backwards within a memory."""

@@ -138,7 +138,7 @@ _LONG_TEXT = 2048
 
 
 def _tokenx(text: str) -> int:
-    return sum(_segment_tokens(s) for s in _SPLIT.split(text) if s)
+    return sum(map(_segment_tokens, filter(None, _SPLIT.split(text))))
 
 
 @lru_cache(maxsize=1 << 16)
