@@ -13,7 +13,7 @@ parts per message      `max_parts`                      200        the decoded m
 characters per part    `max_text_chars`                 100000     the decoded message  `text-too-long`
 clock skew             `max_clock_skew_ms`              300000     `createdAt` vs the   `future-time`
                                                                    record's timestamp
-held inputs            `max_held`                       1000       the memory's state   `memory-busy`
+held inputs            `max_held`                       10000      the memory's state   `memory-busy`
 =====================  ===============================  =========  ===================  ==============
 
 The size and depth checks run on the raw bytes, before `orjson` or pydantic see them: a record
@@ -24,7 +24,9 @@ iterative and skips string contents, so brackets inside strings do not count.
 The clock-skew check compares a message's `createdAt` with the record's Kafka timestamp, the
 log's own time, so it gives the same answer on every refold.
 
-`max_held` bounds the inputs a memory holds while a blocking cycle runs: beyond it, a record the
+`max_held` bounds the inputs a memory holds while a blocking cycle runs (each is stored as a record
+of its own, `omstream.storage`, so the bound is about time and disk, not the state record's size:
+a burst of thousands of messages on one thread is held, not refused): beyond it, a record the
 fold would hold is dead-lettered as `memory-busy` and the cycle goes on.  Failing the cycle
 early instead would let a burst of inputs cancel an observation that is about to succeed and
 make what the memory decides depend on how fast a producer sends; a busy memory is a state the
@@ -65,7 +67,7 @@ class Limits:
     max_parts: int = 200
     max_text_chars: int = 100_000
     max_clock_skew_ms: int = 5 * 60 * 1000
-    max_held: int = 1000
+    max_held: int = 10_000
 
     @classmethod
     def from_settings(cls, settings: Any) -> "Limits":

@@ -79,7 +79,7 @@ class Settings:
     job_deadline_ms: int = 300_000
     # The fold agent folds up to batch_max records at a time, waiting at most batch_wait_ms for
     # a batch to fill: what a batch changes is written (and its outputs awaited) once.
-    batch_max: int = 1000
+    batch_max: int = 500
     batch_wait_ms: float = 5.0
     # Static group membership (Kafka's group.instance.id): a worker restarted under the same id
     # takes its partitions back at once instead of after the session timeout.  Give each worker

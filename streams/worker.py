@@ -476,7 +476,9 @@ def build_app(settings: Settings) -> faust.App:
     key_for_results = result_key(settings.result_key, settings.data_dir)
     context = FoldContext(settings, topics, config, Limits.from_settings(settings), key_for_results)
 
-    @app.agent(inputs, name="fold")
+    # One actor per partition: a partition's batches wait for nothing but its own records, so a
+    # burst on one memory delays the memories of its partition only.
+    @app.agent(inputs, name="fold", isolated_partitions=True)
     async def fold_agent(stream):
         batches = stream.take_events(settings.batch_max, within=settings.batch_wait_ms / 1000)
         async for batch in batches:
@@ -484,7 +486,9 @@ def build_app(settings: Settings) -> faust.App:
             # then the states (see the module docstring); Faust acks the batch's records, so
             # their offsets may be committed, only once this body has finished.
             memories = Memories(store.read, store.scan, MAX_OUTPUT_BYTES)
-            records = fold_batch(context, [event.message for event in batch], memories)
+            # In a thread: the fold is pure CPU and a full batch takes a while; the model agents
+            # and the producer share this event loop and must not wait for it.
+            records = await asyncio.to_thread(fold_batch, context, [event.message for event in batch], memories)
             await send_all(app, records)
             await store.write(memories.writes())
 

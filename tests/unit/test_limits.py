@@ -62,6 +62,6 @@ def test_created_at_ahead_of_the_log_time():
 
 def test_held_inputs_and_settings():
     assert check_held(999, LIMITS) is None
-    assert check_held(1000, LIMITS).code == "memory-busy"
+    assert check_held(10_000, LIMITS).code == "memory-busy"
     assert Limits.from_settings(Settings(max_depth=8)).max_depth == 8
     assert Limits.from_settings(Settings()) == LIMITS

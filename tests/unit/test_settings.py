@@ -121,7 +121,7 @@ def test_input_limits_and_job_deadline_have_defaults_and_overrides(tmp_path):
     defaults = load_settings(None, env={})
     assert (defaults.max_record_bytes, defaults.max_depth, defaults.max_parts, defaults.max_text_chars,
             defaults.max_clock_skew_ms, defaults.max_held, defaults.job_deadline_ms) == (
-        524288, 64, 200, 100_000, 300_000, 1000, 300_000)
+        524288, 64, 200, 100_000, 300_000, 10_000, 300_000)
     path = tmp_path / "om.toml"
     path.write_text("[omstream]\nmax_depth = 16\nmax_held = 0\nmax_clock_skew_ms = -1\n")
     assert problems(path, env={"OM_MAX_PARTS": "x"}) == [
