@@ -1,3 +1,5 @@
+from hypothesis import given, settings
+from hypothesis import strategies as st
 """The input limits (omstream.limits): pure checks on raw bytes and decoded messages."""
 
 from datetime import datetime, timezone
@@ -65,3 +67,32 @@ def test_held_inputs_and_settings():
     assert check_held(10_000, LIMITS).code == "memory-busy"
     assert Limits.from_settings(Settings(max_depth=8)).max_depth == 8
     assert Limits.from_settings(Settings()) == LIMITS
+
+
+def _byte_scan_depth(raw: bytes) -> int:
+    """The byte-by-byte scanner `json_depth` replaced: the oracle it must agree with."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:
+                escaped = True
+            elif byte == 0x22:
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
+
+
+@settings(max_examples=2000)
+@given(st.lists(st.sampled_from([b"[", b"]", b"{", b"}", b'"', b"\\", b"a", b":", b"\n", b"\xff"]),
+                max_size=80).map(b"".join))
+def test_json_depth_agrees_with_a_byte_by_byte_scan(raw):
+    assert json_depth(raw) == _byte_scan_depth(raw)
