@@ -1,10 +1,10 @@
-from hypothesis import given, settings
-from hypothesis import strategies as st
 """The input limits (omstream.limits): pure checks on raw bytes and decoded messages."""
 
 from datetime import datetime, timezone
 
 import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from omstream.limits import Limits, check_held, check_message, check_raw, json_depth
 from omstream.schemas.messages import Message
