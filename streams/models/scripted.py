@@ -28,6 +28,25 @@ for a hosted model, which would receive them as unknown arguments):
   a fallback model (`scripted/observer-b`, any name starting with `observer`) answers.
 
 e.g. `modelSettings = {failWith = '429', failTimes = 2}`: two rate-limited calls, then an answer.
+
+Rate-based injection (for chaos runs: a share of all requests fails, the same ones in every run):
+
+- `failRate` (0 to 1): a request fails iff a hash of its model and messages (and `failSeed`,
+  if set) falls under the rate; the others answer normally.  `failTimes` defaults to 1 here,
+  so a retry of the same request (`[omstream] model_retries`) gets the normal answer.
+- `failWith` may be a list of kinds: the hash chooses one per request (always the same one
+  for the same request; without `failRate` every request fails, with the chosen kind).  An
+  entry repeated weighs more.
+- `failOnly`: `{kind = 'text'}`: that kind is drawn only for requests whose content contains
+  the text (e.g. a marker in some threads' messages); a failing request draws among the kinds
+  it may have, and none of them: it answers.  So unrecoverable kinds (`malformed`,
+  `degenerate` end a cycle as failed) can be confined to a part of a run.
+
+`planned_failure(model, messages, settings)` says which kind a request draws (without counting
+the call), so a test can tell from the recorded jobs which requests were made to fail.
+
+e.g. `modelSettings = {failRate = 0.3, failWith = ['timeout', '429', '500', 'malformed'],
+failOnly = {malformed = 'FRAGILE'}}`.
 """
 
 from __future__ import annotations
@@ -41,13 +60,14 @@ from typing import Any
 
 import orjson
 
-__all__ = ["FAILURES", "failure_for", "reflect", "observe", "register", "reset_failures"]
+__all__ = ["FAILURES", "failure_for", "planned_failure", "reflect", "observe", "register",
+           "reset_failures"]
 
 #: The `failWith` values the provider understands.
 FAILURES = ("timeout", "429", "500", "503", "connection", "401", "400", "malformed", "degenerate", "hang")
 #: How long a `failWith = 'hang'` call sleeps before it answers.
 HANG_SECONDS = 3600.0
-_FAIL_KEYS = ("failWith", "failTimes", "failModel")
+_FAIL_KEYS = ("failWith", "failTimes", "failModel", "failRate", "failSeed", "failOnly")
 _calls: dict[str, int] = {}
 _calls_lock = threading.Lock()
 
@@ -174,21 +194,86 @@ def reset_failures() -> None:
         _calls.clear()
 
 
-def failure_for(model: str, messages: list, params: dict[str, Any]) -> str | None:
-    """The failure this call injects (`failWith`), or None when it answers normally."""
+def _kinds(value: Any) -> list[str]:
+    kinds = [str(k) for k in value] if isinstance(value, (list, tuple)) else [str(value)]
+    for kind in kinds:
+        if kind not in FAILURES:
+            raise ValueError(f"failWith={kind!r} is unknown; use one of {list(FAILURES)}")
+    if not kinds:
+        raise ValueError("failWith is an empty list; name at least one of " f"{list(FAILURES)}")
+    return kinds
+
+
+def _rate(value: Any) -> float:
+    try:
+        rate = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"failRate={value!r} is not a number; use e.g. failRate = 0.3") from None
+    if not 0 <= rate <= 1:
+        raise ValueError(f"failRate={value!r} must be between 0 and 1")
+    return rate
+
+
+def _only(value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"failOnly={value!r} must map kinds to a text, e.g. {{malformed = 'FRAGILE'}}")
+    for kind in value:
+        _kinds(kind)
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def _wire(messages: list) -> list[dict[str, str]]:
+    return [{"role": str(m.get("role")), "content": str(m.get("content", ""))} for m in messages]
+
+
+def _draws(model: str, messages: list, seed: Any) -> tuple[float, int]:
+    """Two numbers drawn from the request itself: a fraction in [0, 1) and an index."""
+    digest = hashlib.sha256(orjson.dumps(
+        {"model": model, "messages": _wire(messages), "seed": seed},
+        option=orjson.OPT_SORT_KEYS, default=str)).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64, int.from_bytes(digest[8:16], "big")
+
+
+def planned_failure(model: str, messages: list, params: dict[str, Any]) -> str | None:
+    """The kind of failure a request draws from its settings (`failWith`, `failRate`,
+    `failOnly`, `failModel`, `failSeed`), or None; no call is counted (`failTimes` is not
+    applied).  `messages` as litellm gets them (dicts with `role` and `content`)."""
     kind = params.get("failWith")
     if kind is None:
         return None
-    kind = str(kind)
-    if kind not in FAILURES:
-        raise ValueError(f"failWith={kind!r} is unknown; use one of {list(FAILURES)}")
+    kinds = _kinds(kind)
+    rate = params.get("failRate")
+    rate = None if rate is None else _rate(rate)
+    only = _only(params.get("failOnly"))
     target = params.get("failModel")
     if target is not None and str(target) not in (model, model.split("/", 1)[-1]):
         return None
+    if rate is None and len(kinds) == 1 and not only:
+        return kinds[0]  # the plain `failWith`: every request, no hash needed
+    fraction, index = _draws(model, messages, params.get("failSeed"))
+    if rate is not None and fraction >= rate:
+        return None
+    if only:
+        text = "\n".join(m["content"] for m in _wire(messages))
+        kinds = [k for k in kinds if k not in only or only[k] in text]
+        if not kinds:
+            return None
+    return kinds[index % len(kinds)]
+
+
+def failure_for(model: str, messages: list, params: dict[str, Any]) -> str | None:
+    """The failure this call injects, or None when it answers normally: the request's planned
+    kind (`planned_failure`) for its first `failTimes` calls."""
+    kind = planned_failure(model, messages, params)
+    if kind is None:
+        return None
     times = params.get("failTimes")
+    if times is None and params.get("failRate") is not None:
+        times = 1
     key = hashlib.sha256(orjson.dumps(
-        {"model": model, "messages": [{"role": m.get("role"), "content": str(m.get("content", ""))}
-                                      for m in messages],
+        {"model": model, "messages": _wire(messages),
          "fail": {k: params.get(k) for k in _FAIL_KEYS}},
         option=orjson.OPT_SORT_KEYS, default=str)).hexdigest()
     with _calls_lock:

@@ -1,0 +1,695 @@
+"""Chaos: 10,000 messages on 100 threads while the worker is SIGKILLed over and over, the broker
+restarts once and the models fail on about 30 % of their calls; nothing is lost or doubled.
+
+Two namespaces get the same input, round by round: message i of every thread, each followed by
+its `step-started` (the agent loop; thresholds are checked at steps).
+
+- **calm**: on the session broker, one worker, no faults (`failRate = 0`).
+- **chaos**: on a broker of its own, so that the test can restart it.  The worker's process
+  group is SIGKILLed at seeded-random moments (at least `KILLS` times; some kills wait for an
+  open reflection or observation first) and restarted at once; the broker is stopped and
+  started once while the producer keeps producing; the scripted models fail `FAIL_RATE` of
+  the requests (chosen by a hash of the request, each once, then answered normally), through
+  the real litellm path: timeouts, 429 and 500 are retried by the model agent
+  (`model_retries = 2`), so the memory is the one of a fault-free run.
+  Malformed and degenerate answers are not retried by a new call: the engine ends the cycle
+  as failed (an Observer answer without observations; a degenerate Reflector answer moves the
+  reflection to the next compression level; a degenerate Observer answer is asked once more,
+  which the once-only fault then answers, unless a kill resets the provider's counts), so the
+  messages are observed in another grouping than in the calm run.  Those kinds are confined
+  (`failOnly`) to the *fragile* threads, whose messages carry the word FRAGILE: there the
+  final windows may differ from the calm run's, every other check holds.
+
+Restarting a SIGKILLed worker costs its start-up plus, by default, the group's session timeout
+(10 s), before the coordinator gives the dead member's partitions away.  The test plays the
+orchestrator: after each kill it tells the coordinator that the killed member is gone (Kafka's
+LeaveGroup with that member id, as the member itself would have sent on a clean stop), so 20
+restarts fit in the time budget (`EXPEL_KILLED_MEMBER = False` measures the real thing).
+
+Judged only from what readers see: `<ns>.events` (a context projection fed from it, as
+`om serve` builds one), `<ns>.dlq`, and the model results and jobs on `<ns>.log`/`<ns>.jobs`
+for counting the faults; never from the stored state's layout.  After the run settles:
+every message accepted once and in its thread's final context exactly once (raw or
+observed), observed by at most one cycle; no event id with two contents (up to measured
+durations); `seq` gapless per memory; every blocking cycle ended or failed; no dead letters;
+the calm run had no failure; the non-fragile threads' final windows equal the calm run's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import statistics
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from omstream.client import LogPosition, OmClient
+from omstream.engine.parsing import parse_observer_output
+from omstream.infra.broker import Broker, BrokerError, free_port
+from omstream.models.scripted import planned_failure
+from omstream.projections.context import ContextProjection
+from omstream.schemas.codec import decode_event
+from omstream.schemas.messages import Message
+from omstream.topics import Topics, partitions_of
+from tests.helpers import T0, text_of
+from tests.integration.conftest import Env
+from tests.integration.support import read_all
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(660)]
+
+SEED = 20250303
+THREADS = tuple(f"c{n:03d}" for n in range(100))
+PER_THREAD = 100
+FRAGILE = tuple(t for n, t in enumerate(THREADS) if n % 5 == 4)  # 20 threads
+KILLS = 22  # at least 20 must land while messages are being processed
+ROUND_PAUSE = 0.5  # seconds between rounds: production spans most of the run
+FAIL_RATE = 0.6  # of the distinct requests; each fails once (re-runs after kills dilute the share of calls)
+TRANSIENT = ("timeout", "429", "500")
+ANSWERS = ("malformed", "degenerate")
+EXPEL_KILLED_MEMBER = True
+DEADLINE = 560.0  # seconds from the start for the whole run to settle
+STALL = 60.0  # seconds without any event, everything produced: the run is stuck
+
+#: Fields that carry a model call's measured (wall-clock) duration (see test_recovery.TIMED).
+TIMED = ("eventTime", "completedAt", "durationMs", "failedAt")
+CYCLE_END = ("data-om-observation-end", "data-om-observation-failed")
+
+
+def options(rate: float) -> str:
+    kinds = ", ".join(f'"{k}"' for k in (*TRANSIENT, *ANSWERS))
+    only = ", ".join(f'{k} = "FRAGILE"' for k in ANSWERS)
+    settings = f"{{failRate = {rate}, failWith = [{kinds}], failOnly = {{{only}}}}}"
+    return f"""
+[observationalMemory]
+tokenCounter = "tokenx"
+
+[observationalMemory.observation]
+model = "scripted/observer"
+messageTokens = 1000
+bufferTokens = false
+modelSettings = {settings}
+
+[observationalMemory.reflection]
+model = "scripted/reflector"
+observationTokens = 2000
+modelSettings = {settings}
+"""
+
+
+def conversation() -> dict[str, list[Message]]:
+    out = {}
+    for n, thread in enumerate(THREADS):
+        marker = "FRAGILE " if thread in FRAGILE else ""
+        out[thread] = [Message(
+            id=f"{thread}-m{i}", thread_id=thread, resource_id="u1",
+            role="user" if i % 2 == 0 else "assistant",
+            content=f"[{i}] {marker}" + text_of(20 + (i * 17 + n * 5) % 60, i + n),
+            created_at=T0 + timedelta(seconds=30 * i)) for i in range(PER_THREAD)]
+    return out
+
+
+# --- producing ------------------------------------------------------------------------------------
+class Producer:
+    """Round i: message i of every thread, then its step; retries a send the broker did not take
+    (a record may then be written twice: the fold ignores a message id it has, and a second
+    step right after the first finds nothing to do)."""
+
+    def __init__(self, settings, msgs: dict[str, list[Message]]) -> None:
+        self.settings, self.msgs = settings, msgs
+        self.rounds = 0
+        self.retries = 0
+        self.last_step: dict[str, LogPosition] = {}
+        self.records = 0
+
+    async def run(self) -> None:
+        async with OmClient(self.settings) as om:
+            for i in range(PER_THREAD):
+                await asyncio.gather(*(self._turn(om, t, i) for t in THREADS))
+                self.rounds = i + 1
+                await asyncio.sleep(ROUND_PAUSE)
+
+    async def _turn(self, om: OmClient, thread: str, i: int) -> None:
+        m = self.msgs[thread][i]
+        await self._send(lambda: om.send_message(m))
+        self.last_step[thread] = await self._send(lambda: om.step_started(
+            thread, step_number=0, resource_id="u1", at=m.created_at, after_message_id=m.id))
+
+    async def _send(self, send):
+        while True:
+            try:
+                position = await asyncio.wait_for(send(), 60)
+                self.records += 1
+                return position
+            except (KafkaError, OSError, asyncio.TimeoutError):
+                self.retries += 1
+                await asyncio.sleep(0.5)
+
+
+# --- reading ----------------------------------------------------------------------------------------
+@dataclass
+class Seen:
+    partition: int
+    offset: int
+    event: object
+    at: float  # monotonic time read
+
+
+class Watcher:
+    """Follows `<ns>.events` from the beginning into a context projection (as `om serve` does);
+    keeps every record with its position."""
+
+    def __init__(self, settings) -> None:
+        self.settings = settings
+        self.topic = Topics(settings.namespace).events
+        self.records: list[Seen] = []
+        self.projection = ContextProjection(time_zone=settings.om.time_zone)
+        self.applied: dict[int, int] = {}
+        self.accepted: dict[str, set[str]] = defaultdict(set)
+        self.open: dict[str, dict[str, str]] = defaultdict(dict)  # thread -> cycle -> operation
+        self.ids: set[str] = set()
+        self.consumer: AIOKafkaConsumer | None = None
+        self.parts: list[TopicPartition] = []
+        self._task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        layout = await partitions_of(self.settings.bootstrap, [self.topic])
+        self.consumer = AIOKafkaConsumer(bootstrap_servers=self.settings.bootstrap, group_id=None,
+                                         enable_auto_commit=False, auto_offset_reset="earliest")
+        await self.consumer.start()
+        self.parts = [TopicPartition(self.topic, p) for p in layout[self.topic]]
+        self.consumer.assign(self.parts)
+        await self.consumer.seek_to_beginning(*self.parts)
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        if self.consumer is not None:
+            await self.consumer.stop()
+
+    async def _run(self) -> None:
+        while True:
+            batch = await self.consumer.getmany(timeout_ms=200, max_records=5000)
+            now = time.monotonic()
+            for tp, records in batch.items():
+                for r in records:
+                    self._apply(Seen(tp.partition, r.offset, decode_event(r.value), now))
+
+    def _apply(self, seen: Seen) -> None:
+        self.records.append(seen)
+        e = seen.event
+        self.projection.apply_event(e)
+        if e.input_offset is not None:
+            done = e.input_offset if e.input_last else e.input_offset - 1
+            self.applied[seen.partition] = max(done, self.applied.get(seen.partition, -1))
+        if e.event_id in self.ids:  # a copy re-sent after a crash
+            return
+        self.ids.add(e.event_id)
+        if e.type == "om-message-accepted":
+            self.accepted[e.data.message.thread_id].add(e.data.message.id)
+        elif e.type == "data-om-observation-start":
+            self.open[e.thread_id][e.data.cycle_id] = e.data.operation_type
+        elif e.type in CYCLE_END:
+            self.open[e.thread_id].pop(e.data.cycle_id, None)
+
+    def total_accepted(self) -> int:
+        return sum(map(len, self.accepted.values()))
+
+    def open_kinds(self) -> set[str]:
+        return {op for cycles in self.open.values() for op in cycles.values()}
+
+    async def ends(self) -> dict[int, int]:
+        ends = await self.consumer.end_offsets(self.parts)
+        return {tp.partition: end for tp, end in ends.items()}
+
+    def settled(self, producer: Producer) -> bool:
+        if producer.rounds < PER_THREAD:
+            return False
+        for thread in THREADS:
+            step = producer.last_step.get(thread)
+            if (len(self.accepted[thread]) < PER_THREAD or self.open[thread] or step is None
+                    or self.applied.get(step.partition, -1) < step.offset):
+                return False
+        return True
+
+    async def drain(self, quiet: float = 1.0) -> None:
+        """Until every partition is read to its end and nothing came for `quiet` seconds."""
+        while True:
+            count, ends = len(self.records), await self.ends()
+            await asyncio.sleep(quiet)
+            positions = {tp.partition: await self.consumer.position(tp) for tp in self.parts}
+            if len(self.records) == count and all(positions[p] >= e for p, e in ends.items()):
+                return
+
+    def missing(self, producer: Producer) -> str:
+        short = {t: len(self.accepted[t]) for t in THREADS if len(self.accepted[t]) < PER_THREAD}
+        busy = {t: dict(c) for t, c in self.open.items() if c}
+        behind = {t: (str(s), self.applied.get(s.partition)) for t, s in producer.last_step.items()
+                  if self.applied.get(s.partition, -1) < s.offset}
+        return (f"rounds produced {producer.rounds}/{PER_THREAD}; threads short of messages "
+                f"{dict(list(short.items())[:5])} ({len(short)}); open cycles {dict(list(busy.items())[:5])} "
+                f"({len(busy)}); steps not yet folded {dict(list(behind.items())[:5])} ({len(behind)})")
+
+
+# --- killing ----------------------------------------------------------------------------------------
+_JOINED = re.compile(r"Joined group '[^']+' \(generation \d+\) with member_id (\S+?)\"")
+
+
+async def expel(settings, log_text: str) -> str:
+    """Tell the group coordinator that the killed worker's member left (its last member id in
+    its log); the LeaveGroup a cleanly stopped member sends itself.  Returns what happened."""
+    from aiokafka.client import AIOKafkaClient, CoordinationType
+    from aiokafka.protocol.group import LeaveGroupRequest
+
+    members = _JOINED.findall(log_text)
+    if not members:
+        return "not joined"
+    client = AIOKafkaClient(bootstrap_servers=settings.bootstrap)
+    try:
+        await client.bootstrap()
+        node = await client.coordinator_lookup(CoordinationType.GROUP, settings.app_id)
+        response = await client.send(node, LeaveGroupRequest(settings.app_id, members[-1]))
+        return "left" if response.error_code == 0 else f"error {response.error_code}"
+    except KafkaError as exc:
+        return f"failed: {exc!r}"
+    finally:
+        await client.close()
+
+
+@dataclass
+class Kill:
+    n: int
+    at: float  # seconds since the start
+    target: str
+    accepted: int
+    watched_open: set[str]
+    ends: dict[int, int] = field(default_factory=dict)
+    expelled: str = ""
+    restarted_at: float = 0.0  # monotonic
+    read_at_restart: int = 0  # events the watcher had read when the new worker started
+    resumed_after: float | None = None  # first new event after the restart, seconds
+    open_at_kill: Counter = field(default_factory=Counter)  # cycles open in what it had sent
+    resent: int = 0  # events it had sent that the next worker sent again
+    style: str = ""
+    answered: int = 0  # cycles its model agent ended (results it folded) before the kill
+
+
+class Chaos:
+    """Kills and restarts the chaos worker, restarts the broker once, by a seeded plan.
+
+    Kill k waits until the chaos run has accepted `marks[k]` messages (spread over the run),
+    then, by its style: *early*, until the restarted worker has sent a few events (it is
+    refolding what its predecessor left: re-sending outputs, storing states); *late*, until
+    that worker's model agent answers (a cycle ended since the restart) and some more events,
+    and, for a target, until a cycle of that kind is open (at most 8 s)."""
+
+    def __init__(self, env: Env, broker: Broker, watcher: Watcher, producer: Producer,
+                 started: float) -> None:
+        self.env, self.broker, self.watcher, self.producer = env, broker, watcher, producer
+        self.started = started
+        rng = random.Random(SEED)
+        total = len(THREADS) * PER_THREAD
+        self.marks = sorted(int(rng.uniform(0.01, 0.85) * total) for _ in range(KILLS))
+        self.styles = rng.choices(["early", "late"], weights=[2, 3], k=KILLS)
+        self.targets = rng.choices(["any", "reflection", "observation"], weights=[1, 1, 1], k=KILLS)
+        self.gaps = [rng.randint(1, 60) if style == "early" else rng.randint(0, 300)
+                     for style in self.styles]
+        self.broker_round = rng.randint(30, 50)
+        self.kills: list[Kill] = []
+        self.exits = 0  # worker processes that ended without being killed
+        self.broker_outage: float | None = None
+        self.worker = env.start_worker()
+        self._waiting_since: float | None = None
+        self._scanned = 0  # new events already looked at for the last restart
+        self._new: list[Seen] = []
+        self._answering_from: int | None = None  # index in _new of the first cycle end
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    async def run(self, deadline: float, progress) -> None:
+        while len(self.kills) < KILLS or self.broker_outage is None:
+            await asyncio.sleep(0.05)
+            progress()
+            if time.monotonic() > deadline:
+                return  # the caller reports what did not happen
+            self._follow()
+            if self.worker.proc.poll() is not None:
+                self.exits += 1
+                self.worker = self.env.start_worker()
+            if self.broker_outage is None and self.producer.rounds >= self.broker_round:
+                await self._restart_broker()
+                continue
+            if self.watcher.settled(self.producer):
+                return  # nothing left to disturb
+            if len(self.kills) < KILLS and self._due(len(self.kills)):
+                await self._kill(self.targets[len(self.kills)])
+
+    def _follow(self) -> None:
+        """Collect the events the worker started after the last kill has sent."""
+        if not self.kills:
+            return
+        last = self.kills[-1]
+        records = self.watcher.records
+        start = max(self._scanned, last.read_at_restart)
+        for s in records[start:]:
+            if s.offset >= last.ends.get(s.partition, 0):
+                if last.resumed_after is None:
+                    last.resumed_after = s.at - last.restarted_at
+                if self._answering_from is None and s.event.type in CYCLE_END:
+                    self._answering_from = len(self._new)
+                self._new.append(s)
+        self._scanned = len(records)
+
+    def _due(self, k: int) -> bool:
+        if self.watcher.total_accepted() < self.marks[k]:
+            return False
+        if self.kills:
+            if self.styles[k] == "early" and len(self._new) < self.gaps[k]:
+                return False
+            if self.styles[k] == "late" and (self._answering_from is None
+                                             or len(self._new) - self._answering_from < self.gaps[k]):
+                return False
+        target = self.targets[k]
+        if target != "any" and target not in self.watcher.open_kinds():
+            self._waiting_since = self._waiting_since or time.monotonic()
+            if time.monotonic() - self._waiting_since < 8:
+                return False  # wait for a cycle of that kind to be open, a while
+        self._waiting_since = None
+        return True
+
+    async def _kill(self, target: str) -> None:
+        kill = Kill(len(self.kills) + 1, self.elapsed(), target, self.watcher.total_accepted(),
+                    self.watcher.open_kinds())
+        self.worker.kill()
+        kill.ends = await self.watcher.ends()  # everything the killed worker sent is below
+        if EXPEL_KILLED_MEMBER:
+            kill.expelled = await expel(self.env.settings, self.worker.log.read_text(errors="replace"))
+        kill.read_at_restart = len(self.watcher.records)
+        kill.style = self.styles[kill.n - 1]
+        self.worker = self.env.start_worker()
+        kill.restarted_at = time.monotonic()
+        self.kills.append(kill)
+        self._scanned, self._new, self._answering_from = kill.read_at_restart, [], None
+
+    async def _restart_broker(self) -> None:
+        t0 = time.monotonic()
+        await asyncio.to_thread(self.broker.stop)
+        await asyncio.to_thread(self.broker.start)
+        try:
+            await self.broker.wait_ready(timeout=90)
+        except BrokerError as exc:
+            pytest.fail(f"the chaos broker did not come back: {exc}")
+        self.broker_outage = time.monotonic() - t0
+
+
+# --- judging ------------------------------------------------------------------------------------------
+def content(event) -> dict:
+    body = event.model_dump(mode="json", by_alias=True)
+    data = {k: v for k, v in body.get("data", {}).items() if k not in TIMED}
+    return {**{k: v for k, v in body.items() if k not in TIMED}, "data": data}
+
+
+def invariants(name: str, records: list[Seen], messages: dict[str, list[Message]],
+               projection: ContextProjection) -> dict:
+    """The checks that hold for every run, as figures and a list of problems (not asserted here,
+    so that a failing run still prints its figures)."""
+    problems: list[str] = []
+    distinct: dict[str, object] = {}
+    conflicts = []
+    for s in records:
+        e = s.event
+        first = distinct.setdefault(e.event_id, e)
+        if content(first) != content(e):
+            conflicts.append((first, e))
+    if conflicts:
+        a, b = conflicts[0]
+        problems.append(f"{name}: {len(conflicts)} copies of an event id with other content, e.g. seq "
+                        f"{a.seq} of {a.memory_key}: first {a.type} {str(content(a)['data'])[:200]} ... "
+                        f"then {b.type} {str(content(b)['data'])[:200]}")
+    by_memory: dict[str, list[int]] = defaultdict(list)
+    for e in distinct.values():
+        by_memory[e.memory_key].append(e.seq)
+    gaps = [key for key, seqs in by_memory.items() if sorted(seqs) != list(range(1, len(seqs) + 1))]
+    if gaps:
+        problems.append(f"{name}: seq not 1..N on {len(gaps)} memories, e.g. {gaps[:3]}")
+    accepted: Counter = Counter()
+    observed: Counter = Counter()
+    starts, ends = {}, set()
+    for e in distinct.values():
+        if e.type == "om-message-accepted":
+            accepted[e.data.message.id] += 1
+        elif e.type == "data-om-observation-start":
+            starts[e.data.cycle_id] = e
+        elif e.type in CYCLE_END:
+            ends.add(e.data.cycle_id)
+        if e.type == "data-om-observation-end" and e.data.operation_type == "observation":
+            observed.update(e.data.observed_message_ids)
+    unended = sorted(set(starts) - ends)
+    if unended:
+        problems.append(f"{name}: {len(unended)} blocking cycles never ended, e.g. "
+                        f"{[(starts[c].thread_id, c) for c in unended[:3]]}")
+    ids = {m.id for ms in messages.values() for m in ms}
+    lost = ids - set(accepted)
+    twice = {i for i, n in accepted.items() if n > 1} | {i for i, n in observed.items() if n > 1}
+    in_context: Counter = Counter()
+    for thread in THREADS:
+        view = projection.threads.get(thread)
+        if view is None:
+            continue
+        snap = view.snapshot()
+        listed = [m["id"] for m in snap["messages"]] + snap["observedMessageIds"]
+        in_context.update(i for i in listed if i in ids)  # not the temporal-gap markers
+    lost |= ids - set(in_context)
+    twice |= {i for i, n in in_context.items() if n > 1}
+    if lost:
+        problems.append(f"{name}: {len(lost)} messages lost (not accepted, or not in the final "
+                        f"context), e.g. {sorted(lost)[:5]}")
+    if twice:
+        problems.append(f"{name}: {len(twice)} messages accepted, observed or in the context twice, "
+                        f"e.g. {sorted(twice)[:5]}")
+    return {"events": len(records), "distinct": len(distinct), "lost": lost, "twice": twice,
+            "problems": problems}
+
+
+async def model_traffic(settings) -> tuple[list[dict], list[dict], int]:
+    """The model results on `<ns>.log`, the jobs on `<ns>.jobs`, and the log's record count."""
+    topics = Topics(settings.namespace)
+    log = await read_all(settings, topics.log, idle=0.3)
+    jobs = await read_all(settings, topics.jobs, idle=0.3)
+    results = [orjson.loads(r.value) for r in log if b'"model-result"' in r.value]
+    return results, [orjson.loads(r.value) for r in jobs], len(log)
+
+
+def call_faults(env: Env) -> Counter:
+    """Failed attempts the model agents logged (one WARNING per failed try), by error code."""
+    out: Counter = Counter()
+    for w in env.workers:
+        for line in w.log.read_text(errors="replace").splitlines():
+            if '"model call failed"' not in line:
+                continue
+            try:
+                entry = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if entry.get("msg") == "model call failed" and "attempt" in entry:
+                out[entry.get("errorCode")] += 1
+    return out
+
+
+def test_chaos(new_env, tmp_path):
+    started = time.monotonic()
+    msgs = conversation()
+    calm = new_env(options=options(0))
+    own = Broker(tmp_path / "chaos-kafka", port=free_port(), controller_port=free_port())
+    own.start()
+    chaos_env = None
+    try:
+        asyncio.run(own.wait_ready(timeout=120))
+        chaos_env = Env(own, tmp_path / "chaos", options(FAIL_RATE))
+        figures = asyncio.run(_scenario(calm, chaos_env, own, msgs, started))
+    finally:
+        if chaos_env is not None:
+            for w in chaos_env.workers:
+                w.stop()
+        own.stop()
+    _judge(calm, chaos_env, msgs, figures, started)
+
+
+async def _scenario(calm: Env, chaos_env: Env, own: Broker, msgs, started: float) -> dict:
+    calm.start_worker()
+    producers = {"calm": Producer(calm.settings, msgs), "chaos": Producer(chaos_env.settings, msgs)}
+    watchers = {"calm": Watcher(calm.settings), "chaos": Watcher(chaos_env.settings)}
+    for w in watchers.values():
+        await w.start()
+    chaos = Chaos(chaos_env, own, watchers["chaos"], producers["chaos"], started)
+    producing = [asyncio.create_task(p.run()) for p in producers.values()]
+    deadline = started + DEADLINE
+    last_report = [0.0]
+
+    def progress() -> None:
+        if time.monotonic() - last_report[0] < 20:
+            return
+        last_report[0] = time.monotonic()
+        print(f"  [{time.monotonic() - started:5.0f}s] produced {producers['chaos'].rounds} rounds; "
+              f"accepted calm {watchers['calm'].total_accepted()}, chaos {watchers['chaos'].total_accepted()}; "
+              f"kills {len(chaos.kills)}; broker restarted {chaos.broker_outage is not None}", flush=True)
+
+    unsettled = None
+    try:
+        await chaos.run(deadline, progress)
+        quiet_since, seen = time.monotonic(), -1
+        while not all(w.settled(producers[n]) for n, w in watchers.items()):
+            progress()
+            count = sum(len(w.records) for w in watchers.values())
+            if count != seen:
+                quiet_since, seen = time.monotonic(), count
+            stalled = time.monotonic() - quiet_since > STALL and all(p.rounds == PER_THREAD for p in producers.values())
+            if time.monotonic() > deadline or stalled:
+                unsettled = (f"{'stalled: no event for %.0fs' % STALL if stalled else 'deadline passed'} "
+                             f"at {time.monotonic() - started:.0f}s, kills={len(chaos.kills)}, broker restarted="
+                             f"{chaos.broker_outage is not None}; calm: {watchers['calm'].missing(producers['calm'])}; "
+                             f"chaos: {watchers['chaos'].missing(producers['chaos'])}")
+                break
+            if chaos.worker.proc.poll() is not None:
+                chaos.exits += 1
+                chaos.worker = chaos_env.start_worker()
+            await asyncio.sleep(0.3)
+        chaos._follow()
+        settled_at = time.monotonic() - started
+        for w in watchers.values():
+            await w.drain()
+        if unsettled is None:
+            await asyncio.gather(*producing)
+        traffic = {n: await model_traffic(env.settings) for n, env in (("calm", calm), ("chaos", chaos_env))}
+        dlq = {n: await read_all(env.settings, Topics(env.settings.namespace).dlq, idle=0.3)
+               for n, env in (("calm", calm), ("chaos", chaos_env))}
+    finally:
+        for task in producing:
+            task.cancel()
+        for w in watchers.values():
+            await w.stop()
+    return {"chaos": chaos, "watchers": watchers, "producers": producers, "traffic": traffic,
+            "dlq": dlq, "settled_at": settled_at, "unsettled": unsettled}
+
+
+def _judge(calm: Env, chaos_env: Env, msgs, figures: dict, started: float) -> None:
+    chaos: Chaos = figures["chaos"]
+    watchers: dict[str, Watcher] = figures["watchers"]
+    checked = {n: invariants(n, w.records, msgs, w.projection) for n, w in watchers.items()}
+
+    # What each kill interrupted, from the events the killed worker had sent (below its ends).
+    records = watchers["chaos"].records
+    in_call = in_reflection = mid_send = answering = 0
+    previous: dict[int, int] = {}
+    for kill in chaos.kills:
+        open_cycles: dict[str, str] = {}
+        for s in records:
+            if s.offset >= kill.ends.get(s.partition, 0):
+                continue
+            if s.event.type == "data-om-observation-start":
+                open_cycles[s.event.data.cycle_id] = s.event.data.operation_type
+            elif s.event.type in CYCLE_END:
+                open_cycles.pop(s.event.data.cycle_id, None)
+        kill.open_at_kill = Counter(open_cycles.values())
+        own = [s.event for s in records
+               if previous.get(s.partition, 0) <= s.offset < kill.ends.get(s.partition, 0)]
+        again = {s.event.event_id for s in records if s.offset >= kill.ends.get(s.partition, 0)}
+        kill.answered = sum(e.type in CYCLE_END for e in own)
+        kill.resent = len({e.event_id for e in own} & again)
+        in_call += bool(open_cycles)
+        answering += bool(open_cycles) and kill.answered > 0
+        in_reflection += "reflection" in open_cycles.values()
+        mid_send += kill.resent > 0
+        previous = kill.ends
+
+    # Faults, from the evidence: failed attempts in the worker logs, bad answers on `<ns>.log`;
+    # and what the provider's draw planned for each distinct job on `<ns>.jobs`.
+    results, jobs, log_records = figures["traffic"]["chaos"]
+    calm_results = figures["traffic"]["calm"][0]
+    by_code = call_faults(chaos_env)
+    answers: Counter = Counter()
+    for r in results:
+        if r.get("ok") and r.get("output") is not None:
+            parsed = parse_observer_output(r["output"])
+            if parsed.degenerate:
+                answers["degenerate"] += 1
+            elif not parsed.observations:
+                answers["malformed"] += 1
+    faults = {"timeout": by_code["timeout"], "429": by_code["rate-limited"],
+              "500": by_code["server-error"], **{k: answers[k] for k in ANSWERS}}
+    calls = sum(1 for r in results if r.get("ok")) + sum(by_code.values())
+    planned: Counter = Counter()
+    for job in {(j["cycleId"], j["requestHash"]): j for j in jobs}.values():
+        planned[planned_failure(job["model"], job["messages"], job.get("settings") or {}) or "none"] += 1
+    failed = Counter(s.event.thread_id for s in records if s.event.type == "data-om-observation-failed")
+
+    # With buffering off, every non-fragile thread's final window is the calm run's.
+    calm_view, chaos_view = watchers["calm"].projection, watchers["chaos"].projection
+    parts = ("observations", "observedMessageIds", "messages", "chat", "currentTask",
+             "suggestedResponse", "generation")
+    differing, fragile_equal = [], 0
+    for thread in THREADS:
+        if thread not in calm_view.threads or thread not in chaos_view.threads:
+            differing.append((thread, ["missing"]))
+            continue
+        a, b = calm_view.threads[thread].snapshot(), chaos_view.threads[thread].snapshot()
+        same = all(a[p] == b[p] for p in parts)
+        if thread in FRAGILE:
+            fragile_equal += same
+        elif not same:
+            differing.append((thread, [p for p in parts if a[p] != b[p]]))
+
+    resumed = [k.resumed_after for k in chaos.kills if k.resumed_after is not None] or [float("nan")]
+    producer = figures["producers"]["chaos"]
+    lost = len(checked["chaos"]["lost"]) + len(checked["calm"]["lost"])
+    twice = len(checked["chaos"]["twice"]) + len(checked["calm"]["twice"])
+    strict = len(THREADS) - len(FRAGILE)
+    total_faults = sum(faults.values())
+    print(f"\nchaos: kills={len(chaos.kills)} (with a model call outstanding {in_call}, of them while "
+          f"its model agent was answering {answering}; in a reflection {in_reflection}; after a send "
+          f"before its state was stored {mid_send}; restart to first event median "
+          f"{statistics.median(resumed):.1f}s max {max(resumed):.1f}s; killed member expelled "
+          f"{sum(k.expelled == 'left' for k in chaos.kills)}) worker_exits={chaos.exits} "
+          f"broker_restarts={int(chaos.broker_outage is not None)} (outage "
+          f"{chaos.broker_outage or 0:.1f}s, producer retries {producer.retries}) "
+          f"faults={total_faults} of {calls} calls ({total_faults / max(calls, 1):.0%}: "
+          + ", ".join(f"{k} {faults[k]}" for k in faults)
+          + f"; drawn per distinct job {dict(planned)}) records={log_records} on the log, "
+          f"{checked['chaos']['events']} events ({checked['chaos']['distinct']} distinct) "
+          f"lost={lost} duplicated={twice} fragile threads {len(FRAGILE)} ({sum(failed.values())} failed "
+          f"cycles, {fragile_equal} still equal to the calm run), others equal to the calm run "
+          f"{strict - len(differing)}/{strict} "
+          f"{'settled' if figures['unsettled'] is None else 'NOT settled'}={figures['settled_at']:.1f}s "
+          f"wall={time.monotonic() - started:.1f}s")
+    for kill in chaos.kills:
+        print(f"  kill {kill.n:2d} at {kill.at:6.1f}s after {kill.accepted:5d} messages, {kill.style:5s} "
+              f"target {kill.target:11s} open {dict(kill.open_at_kill)}, cycles it ended {kill.answered}, "
+              f"re-sent {kill.resent}, first event "
+              f"{'-' if kill.resumed_after is None else round(kill.resumed_after, 1)}s after its "
+              f"restart ({kill.expelled})")
+
+    problems = [p for found in checked.values() for p in found["problems"]]
+    if figures["unsettled"] is not None:
+        problems.append(f"not settled ({figures['unsettled']})")
+    assert not problems, "\n".join(problems) + "\n" + chaos_env.logs()[-3000:]
+    for name, letters in figures["dlq"].items():
+        assert not letters, f"{name}: {len(letters)} dead letters, e.g. {letters[0].value[:300]!r}"
+    assert not differing, f"{len(differing)} non-fragile threads differ from the calm run: {differing[:5]}"
+    # The calm run never failed a call; the chaos run failed cycles on fragile threads only.
+    assert not call_faults(calm) and not any(r.get("attempts", 1) > 1 for r in calm_results)
+    assert not any(s.event.type == "data-om-observation-failed" for s in watchers["calm"].records)
+    assert set(failed) <= set(FRAGILE), {t: n for t, n in failed.items() if t not in FRAGILE}
+    # The disturbances happened as announced.
+    assert total_faults >= 0.25 * calls and all(faults.values()), (faults, calls)
+    assert chaos.broker_outage is not None, "the broker was not restarted"
+    assert len(chaos.kills) >= 20, f"only {len(chaos.kills)} kills before the run settled"
+    assert in_call >= 10 and in_reflection >= 3 and mid_send >= 1, (in_call, in_reflection, mid_send)
