@@ -19,6 +19,17 @@ so appending a pending message writes that message alone and observing a hundred
 hundred small records.  Identity tells what changed: the fold replaces what it changes and keeps
 the rest (`model_copy`), so an unchanged piece is the very object that was loaded.
 
+**Crash safety: the core record is the root, written last.**  A batch's records reach the
+changelog in three phases, each acknowledged before the next: (1) every new piece, under a key
+the stored core does not reference (new item indices, large values under the write's number
+``K\0<name>\0<n>``, seen ids stamped with ``n``); (2) the core, which now references them;
+(3) the deletion of what the old core referenced and the new one does not.  A crash inside
+phase 1 leaves pieces nobody references (the refold writes them again); inside phase 3,
+garbage the core lists under ``gc`` and the memory's next write deletes first.  The changelog
+never holds a core whose pieces are missing or newer, so what a restart restores is one batch's
+state or the next's, never a mixture.  Seen ids stamped with a number above the core's, or
+below the write that last reset the memory (``seenFrom``), are not seen.
+
 The core record carries a schema version (`"v"`).  A record without one is a whole state from
 before this layout (version 1, `seen` inline); it is read as such and written back in this
 layout by the next batch that touches the memory.
@@ -43,7 +54,7 @@ from omstream.engine.state import (
     Seen,
 )
 
-__all__ = ["SCHEMA_VERSION", "Memories", "StateUnreadable", "StoredSeen", "TooLarge", "load_state", "part_keys",
+__all__ = ["SCHEMA_VERSION", "Memories", "Plan", "StateUnreadable", "StoredSeen", "TooLarge", "load_state", "part_keys",
            "plan_writes", "states_of"]
 
 SCHEMA_VERSION = 2
@@ -82,8 +93,8 @@ Read = Callable[[bytes], bytes | None]
 Scan = Callable[[bytes], Iterable[bytes]]
 
 
-def part_key(key: bytes, name: bytes) -> bytes:
-    return key + SEP + name
+def part_key(key: bytes, name: bytes, version: int) -> bytes:
+    return item_key(key, name, version)
 
 
 def item_key(key: bytes, name: bytes, index: int) -> bytes:
@@ -103,19 +114,33 @@ def part_keys(key: bytes) -> bytes:
 class StoredSeen:
     """`seen` as the stored records of one memory: looked up one id at a time, never loaded."""
 
-    def __init__(self, read: Read, scan: Scan, key: bytes) -> None:
+    def __init__(self, read: Read, scan: Scan, key: bytes, written: int, since: int) -> None:
         self._read, self._scan, self._key = read, scan, key
+        self._written, self._since = written, since  # the core's write number, its seenFrom
 
     def get(self, message_id: str, default: Any = None) -> Any:
-        raw = self._read(seen_key(self._key, message_id))
-        return raw.decode() if raw is not None else default
+        found = _seen_entry(self._read(seen_key(self._key, message_id)), self._written, self._since)
+        return found if found is not None else default
 
     def __iter__(self) -> Iterator[str]:
         prefix = self._key + SEP + SEEN + SEP
-        return (k[len(prefix):].decode() for k in self._scan(prefix))
+        return (k[len(prefix):].decode() for k in self._scan(prefix)
+                if _seen_entry(self._read(k), self._written, self._since) is not None)
 
     def __contains__(self, message_id: object) -> bool:
         return isinstance(message_id, str) and self.get(message_id) is not None
+
+
+def _seen_entry(raw: bytes | None, written: int, since: int) -> str | None:
+    """The digest of a stored seen id, or None if absent or not written by the stored state."""
+    if raw is None:
+        return None
+    stamp, _, digest = raw.decode().partition(":")
+    return digest if since <= int(stamp) <= written else None
+
+
+def _seen_value(written: int, digest: str) -> bytes:
+    return f"{written}:{digest}".encode()
 
 
 @dataclass
@@ -126,6 +151,10 @@ class Loaded:
     indices: dict[str, dict[int, int]] = field(default_factory=dict)  # field -> id(item) -> index
     next_index: dict[str, int] = field(default_factory=dict)
     segments: list[int] = field(default_factory=list)  # the observation log's segment indices
+    written: int = 0  # how many times the memory was written: the core's "n"
+    part_versions: dict[str, int] = field(default_factory=dict)
+    seen_from: int = 0
+    gc: dict[str, Any] = field(default_factory=dict)  # garbage the last write left to delete
     legacy: bool = False  # a version-1 record: write everything back in this layout
 
 
@@ -152,12 +181,19 @@ def load_state(read: Read, scan: Scan, key: bytes) -> Loaded | None:
                               f"reads versions 1 and {SCHEMA_VERSION}")
     ranges = core.pop("ranges")
     next_index = core.pop("next")
+    written, seen_from = core.pop("n"), core.pop("seenFrom")
+    part_versions, gc = core.pop("parts"), core.pop("gc")
     fields: dict[str, Any] = dict(core)
     segments = [i for start, end in ranges.get("observations", ()) for i in range(start, end)]
     fields["observations"] = "".join(_segment(read, key, index) for index in segments)
     for name, short in PARTS.items():
-        value = read(part_key(key, short))
-        fields[name] = _EMPTY[name] if value is None else _PART_TYPES[name].validate_json(value)
+        if name not in part_versions:
+            fields[name] = _EMPTY[name]
+            continue
+        value = read(part_key(key, short, part_versions[name]))
+        if value is None:
+            raise StateUnreadable(f"the stored state of {key!r} lacks its {name} record")
+        fields[name] = _PART_TYPES[name].validate_json(value)
     indices: dict[str, dict[int, int]] = {}
     for name, short in SEQUENCES.items():
         items, where = [], {}
@@ -172,13 +208,13 @@ def load_state(read: Read, scan: Scan, key: bytes) -> Loaded | None:
                 where[id(item)] = index
         fields[name] = tuple(items)
         indices[name] = where
-    fields["seen"] = Seen(StoredSeen(read, scan, key))
+    fields["seen"] = Seen(StoredSeen(read, scan, key, written, seen_from))
     state = MemoryState.model_validate(fields)
     # Validation may copy containers; index the items the state actually holds.
     indices = {name: _reindex(getattr(state, name), [where for where in indices[name].values()])
                for name in SEQUENCES}
     return Loaded(state, indices, {name: next_index.get(name, 0) for name in (*SEQUENCES, "observations")},
-                  segments)
+                  segments, written, part_versions, seen_from, gc)
 
 
 def _segment(read: Read, key: bytes, index: int) -> str:
@@ -222,9 +258,12 @@ def _encode_item(name: str) -> Callable[[Any], bytes]:
     return lambda item: item.model_dump_json().encode()
 
 
-def encode_core(state: MemoryState, ranges: dict[str, list[list[int]]], next_index: dict[str, int]) -> bytes:
+def encode_core(state: MemoryState, ranges: dict[str, list[list[int]]], next_index: dict[str, int],
+                written: int = 0, parts: dict[str, int] | None = None, seen_from: int = 0,
+                gc: dict[str, Any] | None = None) -> bytes:
     core = state.model_dump(mode="json", exclude=_NOT_CORE)
-    return orjson.dumps({"v": SCHEMA_VERSION, **core, "ranges": ranges, "next": next_index})
+    return orjson.dumps({"v": SCHEMA_VERSION, **core, "ranges": ranges, "next": next_index, "n": written,
+                         "parts": parts or {}, "seenFrom": seen_from, "gc": gc or {}})
 
 
 def _ranges(indices: list[int]) -> list[list[int]]:
@@ -237,43 +276,72 @@ def _ranges(indices: list[int]) -> list[list[int]]:
     return out
 
 
+@dataclass
+class Plan:
+    """A memory's writes in their three phases (see the module docstring); None deletes."""
+
+    pieces: list[tuple[bytes, bytes | None]]
+    core: tuple[bytes, bytes]
+    obsolete: list[tuple[bytes, bytes | None]]
+
+
 def plan_writes(key: bytes, loaded: Loaded | None, state: MemoryState, encoded: _Encoded,
-                scan: Scan) -> list[tuple[bytes, bytes | None]]:
-    """The records that turn what was stored (`loaded`) into `state` (None value: delete)."""
-    writes: list[tuple[bytes, bytes | None]] = []
-    old = loaded.state if loaded is not None and not loaded.legacy else None
+                read: Read, scan: Scan) -> Plan:
+    """The records that turn what was stored (`loaded`) into `state`."""
+    old = loaded if loaded is not None and not loaded.legacy else None
+    written = (old.written if old is not None else 0) + 1
+    # What the last write left to delete, first: nothing references it.
+    pieces = _garbage(key, old.gc, read, scan) if old is not None else []
+    gc: dict[str, Any] = {"items": {}, "parts": {}, "log": []}
+    parts: dict[str, int] = {}
     for name, short in PARTS.items():
         value = getattr(state, name)
-        if old is not None and value is getattr(old, name):
+        version = old.part_versions.get(name) if old is not None else None
+        if old is not None and value is getattr(old.state, name):
+            if version is not None:
+                parts[name] = version
             continue
-        if value == _EMPTY[name]:
-            if old is not None and getattr(old, name) != _EMPTY[name]:
-                writes.append((part_key(key, short), None))
-        else:
-            writes.append((part_key(key, short), encoded.get(value, _encode_part(name))))
+        if version is not None:
+            gc["parts"][name] = version
+        if value != _EMPTY[name]:
+            pieces.append((part_key(key, short, written), encoded.get(value, _encode_part(name))))
+            parts[name] = written
     ranges: dict[str, list[list[int]]] = {}
     next_index: dict[str, int] = {}
     for name, short in SEQUENCES.items():
-        where = loaded.indices.get(name, {}) if old is not None else {}
-        counter = loaded.next_index.get(name, 0) if old is not None else 0
-        items = getattr(state, name)
+        where = old.indices.get(name, {}) if old is not None else {}
+        counter = old.next_index.get(name, 0) if old is not None else 0
         kept, order = set(), []
-        for item in items:
+        for item in getattr(state, name):
             index = where.get(id(item))
             if index is None or (order and index <= order[-1]):
                 index = counter  # new, or out of order: stored again at the end
                 counter += 1
-                writes.append((item_key(key, short, index), encoded.get(item, _encode_item(name))))
+                pieces.append((item_key(key, short, index), encoded.get(item, _encode_item(name))))
             else:
                 kept.add(index)
             order.append(index)
-        writes += [(item_key(key, short, index), None) for index in where.values() if index not in kept]
+        gc["items"][name] = _ranges(sorted(i for i in where.values() if i not in kept))
         ranges[name] = _ranges(order)
         next_index[name] = counter
-    writes += _log_writes(key, loaded if old is not None else None, state, ranges, next_index)
-    writes += _seen_writes(key, loaded, state, scan)
-    writes.append((key, encode_core(state, ranges, next_index)))
-    return writes
+    pieces += _log_writes(key, old, state, ranges, next_index, gc)
+    seen_from = _seen_pieces(key, old, state, written, pieces, gc)
+    core = (key, encode_core(state, ranges, next_index, written, parts, seen_from, gc))
+    return Plan(pieces, core, _garbage(key, gc, read, scan))
+
+
+def _garbage(key: bytes, gc: dict[str, Any], read: Read, scan: Scan) -> list[tuple[bytes, bytes | None]]:
+    """Deletions of the records `gc` lists (a core's "gc": what its write made obsolete)."""
+    out: list[tuple[bytes, bytes | None]] = []
+    for name, ranges in gc.get("items", {}).items():
+        out += [(item_key(key, SEQUENCES[name], i), None) for start, end in ranges for i in range(start, end)]
+    out += [(part_key(key, PARTS[name], version), None) for name, version in gc.get("parts", {}).items()]
+    out += [(item_key(key, LOG, i), None) for start, end in gc.get("log", ()) for i in range(start, end)]
+    if gc.get("seenBefore"):
+        prefix = key + SEP + SEEN + SEP
+        out += [(k, None) for k in scan(prefix)
+                if (raw := read(k)) is not None and int(raw.split(b":", 1)[0]) < gc["seenBefore"]]
+    return out
 
 
 def _appended(before: str, after: str) -> str | None:
@@ -283,17 +351,17 @@ def _appended(before: str, after: str) -> str | None:
     return None
 
 
-def _log_writes(key: bytes, loaded: Loaded | None, state: MemoryState, ranges: dict, next_index: dict,
-                ) -> list[tuple[bytes, bytes | None]]:
+def _log_writes(key: bytes, old: Loaded | None, state: MemoryState, ranges: dict, next_index: dict,
+                gc: dict[str, Any]) -> list[tuple[bytes, bytes | None]]:
     """The observation log as segments: an append writes only what it added."""
-    segments = list(loaded.segments) if loaded is not None else []
-    counter = loaded.next_index.get("observations", 0) if loaded is not None else 0
+    segments = list(old.segments) if old is not None else []
+    counter = old.next_index.get("observations", 0) if old is not None else 0
     writes: list[tuple[bytes, bytes | None]] = []
     text = state.observations
-    if loaded is None or text is not loaded.state.observations:
-        added = _appended(loaded.state.observations, text) if loaded is not None else None
+    if old is None or text is not old.state.observations:
+        added = _appended(old.state.observations, text) if old is not None else None
         if added is None:
-            writes += [(item_key(key, LOG, i), None) for i in segments]
+            gc["log"] = _ranges(segments)
             segments, added = [], text
         if added:
             writes.append((item_key(key, LOG, counter), orjson.dumps(added)))
@@ -304,17 +372,19 @@ def _log_writes(key: bytes, loaded: Loaded | None, state: MemoryState, ranges: d
     return writes
 
 
-def _seen_writes(key: bytes, loaded: Loaded | None, state: MemoryState, scan: Scan) -> list[tuple[bytes, bytes | None]]:
+def _seen_pieces(key: bytes, old: Loaded | None, state: MemoryState, written: int,
+                 pieces: list, gc: dict[str, Any]) -> int:
+    """Append the seen ids this write adds to `pieces`; returns the core's `seenFrom`."""
     seen = state.seen
-    writes: list[tuple[bytes, bytes | None]] = []
-    stored_base = loaded is not None and not loaded.legacy and seen.base is loaded.state.seen.base
-    if not stored_base:
+    seen_from = old.seen_from if old is not None else 0
+    if old is None or seen.base is not old.state.seen.base:
         # A new memory, a deleted one started again, or a version-1 record: the stored ids are
-        # replaced by the state's own.
-        writes += [(k, None) for k in scan(key + SEP + SEEN + SEP)]
-        writes += [(seen_key(key, i), d.encode()) for i, d in seen.base.items()]
-    writes += [(seen_key(key, i), d.encode()) for i, d in seen.added.items()]
-    return writes
+        # replaced by the state's own, and older stamps stop counting.
+        seen_from = written
+        gc["seenBefore"] = written
+        pieces += [(seen_key(key, i), _seen_value(written, d)) for i, d in seen.base.items()]
+    pieces += [(seen_key(key, i), _seen_value(written, d)) for i, d in seen.added.items()]
+    return seen_from
 
 
 class Memories:
@@ -392,19 +462,24 @@ class Memories:
     def put(self, key: bytes, state: MemoryState) -> None:
         self._current[key] = state
 
-    def writes(self) -> list[tuple[int, bytes, bytes | None]]:
-        """Every record the batch changes, as (partition, key, value or None to delete)."""
-        out: list[tuple[int, bytes, bytes | None]] = []
+    def writes(self) -> list[list[tuple[int, bytes, bytes | None]]]:
+        """Every record the batch changes, as three phases of (partition, key, value or None to
+        delete), each to be acknowledged before the next (see the module docstring)."""
+        phases: list[list[tuple[int, bytes, bytes | None]]] = [[], [], []]
         for key, state in self._current.items():
             loaded = self._loaded.get(key)
             if loaded is not None and state is loaded.state and not loaded.legacy:
                 continue
             partition = self._partition[key]
-            _, scan = self._reader(partition)
+            read, scan = self._reader(partition)
             if key in self._salvaged:
-                out += [(partition, k, None) for k in scan(part_keys(key))]
-            out += [(partition, k, v) for k, v in plan_writes(key, loaded, state, self._encoded, scan)]
-        return out
+                # An unreadable memory starts again: nothing of the old one is kept.
+                phases[0] += [(partition, k, None) for k in scan(part_keys(key))]
+            plan = plan_writes(key, loaded, state, self._encoded, read, scan)
+            phases[0] += [(partition, k, v) for k, v in plan.pieces]
+            phases[1].append((partition, *plan.core))
+            phases[2] += [(partition, k, v) for k, v in plan.obsolete]
+        return phases
 
 
 def _salvage_seq(raw: bytes) -> int:

@@ -418,22 +418,23 @@ class StateStore:
             keys.append(key)
         return keys
 
-    async def write(self, writes: list[tuple[int, bytes, bytes | None]]) -> None:
-        if not writes:
-            return
+    async def write(self, phases: list[list[tuple[int, bytes, bytes | None]]]) -> None:
+        """Write the phases of `Memories.writes` to the changelog, each acknowledged before the
+        next is sent, then all of them to the local store."""
         topic = self.table.changelog_topic.get_topic_name()
-        futures = [await self.app.producer.send(topic, key, value, partition=partition,
-                                                timestamp=None, headers=None)
-                   for partition, key, value in writes]
-        sent = await asyncio.gather(*futures)
-        batches: dict[int, rocksdict.WriteBatch] = defaultdict(lambda: rocksdict.WriteBatch(raw_mode=True))
         reached: dict[int, int] = {}
-        for (partition, key, value), meta in zip(writes, sent):
+        for writes in phases:
+            futures = [await self.app.producer.send(topic, key, value, partition=partition,
+                                                    timestamp=None, headers=None)
+                       for partition, key, value in writes]
+            for (partition, _, _), meta in zip(writes, await asyncio.gather(*futures)):
+                reached[partition] = max(reached.get(partition, -1), meta.offset)
+        batches: dict[int, rocksdict.WriteBatch] = defaultdict(lambda: rocksdict.WriteBatch(raw_mode=True))
+        for partition, key, value in (w for writes in phases for w in writes):
             if value is None:
                 batches[partition].delete(key)
             else:
                 batches[partition].put(key, value)
-            reached[partition] = max(reached.get(partition, -1), meta.offset)
         for partition, batch in batches.items():
             self._db(partition).write(batch)
             self.table.data.set_persisted_offset(TP(topic, partition), reached[partition])
@@ -494,9 +495,10 @@ def build_app(settings: Settings) -> faust.App:
             folded = time.perf_counter()
             await send_all(app, records)
             sent = time.perf_counter()
-            writes = memories.writes()
-            await store.write(writes)
-            log.debug("batch", extra={"records": len(batch), "outputs": len(records), "writes": len(writes),
+            phases = memories.writes()
+            await store.write(phases)
+            log.debug("batch", extra={"records": len(batch), "outputs": len(records),
+                                      "writes": sum(map(len, phases)),
                                       "foldMs": round((folded - started) * 1000, 1),
                                       "sendMs": round((sent - folded) * 1000, 1),
                                       "storeMs": round((time.perf_counter() - sent) * 1000, 1)})
