@@ -22,10 +22,15 @@ the rest (`model_copy`), so an unchanged piece is the very object that was loade
 **Crash safety: the core record is the root, written last.**  A batch's records reach the
 changelog in three phases, each acknowledged before the next: (1) every new piece, under a key
 the stored core does not reference (new item indices, large values under the write's number
-``K\0<name>\0<n>``, seen ids stamped with ``n``); (2) the core, which now references them;
-(3) the deletion of what the old core referenced and the new one does not.  A crash inside
+``K\0<name>\0<n>``); (2) the core, which now references them and carries the message ids this
+write adds (``seenAdded``); (3) those ids as records of their own, stamped with ``n``, and the
+deletion of what the old core referenced and the new one does not.  An id is written only
+after the core that accepted its message: a crashed attempt folded in other batch boundaries
+must not leave ids behind that a later core would take for its own (messages would be dropped
+as duplicates).  A crash inside
 phase 1 leaves pieces nobody references (the refold writes them again); inside phase 3,
-garbage the core lists under ``gc`` and the memory's next write deletes first.  The changelog
+garbage the core lists under ``gc`` and ids under ``seenAdded``, which the memory's next write
+deletes or writes first.  The changelog
 never holds a core whose pieces are missing or newer, so what a restart restores is one batch's
 state or the next's, never a mixture.  Seen ids stamped with a number above the core's, or
 below the write that last reset the memory (``seenFrom``), are not seen.
@@ -114,18 +119,23 @@ def part_keys(key: bytes) -> bytes:
 class StoredSeen:
     """`seen` as the stored records of one memory: looked up one id at a time, never loaded."""
 
-    def __init__(self, read: Read, scan: Scan, key: bytes, written: int, since: int) -> None:
+    def __init__(self, read: Read, scan: Scan, key: bytes, written: int, since: int,
+                 recent: dict[str, str]) -> None:
         self._read, self._scan, self._key = read, scan, key
         self._written, self._since = written, since  # the core's write number, its seenFrom
+        self.recent = recent  # the core's seenAdded: ids whose records may not be written yet
 
     def get(self, message_id: str, default: Any = None) -> Any:
-        found = _seen_entry(self._read(seen_key(self._key, message_id)), self._written, self._since)
+        found = self.recent.get(message_id)
+        if found is None:
+            found = _seen_entry(self._read(seen_key(self._key, message_id)), self._written, self._since)
         return found if found is not None else default
 
     def __iter__(self) -> Iterator[str]:
         prefix = self._key + SEP + SEEN + SEP
-        return (k[len(prefix):].decode() for k in self._scan(prefix)
-                if _seen_entry(self._read(k), self._written, self._since) is not None)
+        stored = (k[len(prefix):].decode() for k in self._scan(prefix)
+                  if _seen_entry(self._read(k), self._written, self._since) is not None)
+        return iter({**dict.fromkeys(stored), **dict.fromkeys(self.recent)})
 
     def __contains__(self, message_id: object) -> bool:
         return isinstance(message_id, str) and self.get(message_id) is not None
@@ -181,7 +191,7 @@ def load_state(read: Read, scan: Scan, key: bytes) -> Loaded | None:
                               f"reads versions 1 and {SCHEMA_VERSION}")
     ranges = core.pop("ranges")
     next_index = core.pop("next")
-    written, seen_from = core.pop("n"), core.pop("seenFrom")
+    written, seen_from, recent = core.pop("n"), core.pop("seenFrom"), core.pop("seenAdded")
     part_versions, gc = core.pop("parts"), core.pop("gc")
     fields: dict[str, Any] = dict(core)
     segments = [i for start, end in ranges.get("observations", ()) for i in range(start, end)]
@@ -208,7 +218,7 @@ def load_state(read: Read, scan: Scan, key: bytes) -> Loaded | None:
                 where[id(item)] = index
         fields[name] = tuple(items)
         indices[name] = where
-    fields["seen"] = Seen(StoredSeen(read, scan, key, written, seen_from))
+    fields["seen"] = Seen(StoredSeen(read, scan, key, written, seen_from, recent))
     state = MemoryState.model_validate(fields)
     # Validation may copy containers; index the items the state actually holds.
     indices = {name: _reindex(getattr(state, name), [where for where in indices[name].values()])
@@ -260,10 +270,11 @@ def _encode_item(name: str) -> Callable[[Any], bytes]:
 
 def encode_core(state: MemoryState, ranges: dict[str, list[list[int]]], next_index: dict[str, int],
                 written: int = 0, parts: dict[str, int] | None = None, seen_from: int = 0,
-                gc: dict[str, Any] | None = None) -> bytes:
+                gc: dict[str, Any] | None = None, seen_added: dict[str, str] | None = None) -> bytes:
     core = state.model_dump(mode="json", exclude=_NOT_CORE)
     return orjson.dumps({"v": SCHEMA_VERSION, **core, "ranges": ranges, "next": next_index, "n": written,
-                         "parts": parts or {}, "seenFrom": seen_from, "gc": gc or {}})
+                         "parts": parts or {}, "seenFrom": seen_from, "gc": gc or {},
+                         "seenAdded": seen_added or {}})
 
 
 def _ranges(indices: list[int]) -> list[list[int]]:
@@ -290,8 +301,10 @@ def plan_writes(key: bytes, loaded: Loaded | None, state: MemoryState, encoded: 
     """The records that turn what was stored (`loaded`) into `state`."""
     old = loaded if loaded is not None and not loaded.legacy else None
     written = (old.written if old is not None else 0) + 1
-    # What the last write left to delete, first: nothing references it.
+    # What the last write left to do, first: its garbage (nothing references it) and its ids.
     pieces = _garbage(key, old.gc, read, scan) if old is not None else []
+    if old is not None:
+        pieces += [(seen_key(key, i), _seen_value(old.written, d)) for i, d in old.state.seen.base.recent.items()]
     gc: dict[str, Any] = {"items": {}, "parts": {}, "log": []}
     parts: dict[str, int] = {}
     for name, short in PARTS.items():
@@ -325,9 +338,10 @@ def plan_writes(key: bytes, loaded: Loaded | None, state: MemoryState, encoded: 
         ranges[name] = _ranges(order)
         next_index[name] = counter
     pieces += _log_writes(key, old, state, ranges, next_index, gc)
-    seen_from = _seen_pieces(key, old, state, written, pieces, gc)
-    core = (key, encode_core(state, ranges, next_index, written, parts, seen_from, gc))
-    return Plan(pieces, core, _garbage(key, gc, read, scan))
+    seen_from, seen_added = _seen_pieces(key, loaded, state, written, pieces, gc)
+    core = (key, encode_core(state, ranges, next_index, written, parts, seen_from, gc, seen_added))
+    ids = [(seen_key(key, i), _seen_value(written, d)) for i, d in seen_added.items()]
+    return Plan(pieces, core, ids + _garbage(key, gc, read, scan))
 
 
 def _garbage(key: bytes, gc: dict[str, Any], read: Read, scan: Scan) -> list[tuple[bytes, bytes | None]]:
@@ -372,19 +386,19 @@ def _log_writes(key: bytes, old: Loaded | None, state: MemoryState, ranges: dict
     return writes
 
 
-def _seen_pieces(key: bytes, old: Loaded | None, state: MemoryState, written: int,
-                 pieces: list, gc: dict[str, Any]) -> int:
-    """Append the seen ids this write adds to `pieces`; returns the core's `seenFrom`."""
+def _seen_pieces(key: bytes, loaded: Loaded | None, state: MemoryState, written: int,
+                 pieces: list, gc: dict[str, Any]) -> tuple[int, dict[str, str]]:
+    """The core's `seenFrom` and `seenAdded` (the ids this write adds); a version-1 record's own
+    ids, known before any batch, go straight to `pieces`."""
     seen = state.seen
-    seen_from = old.seen_from if old is not None else 0
-    if old is None or seen.base is not old.state.seen.base:
-        # A new memory, a deleted one started again, or a version-1 record: the stored ids are
-        # replaced by the state's own, and older stamps stop counting.
-        seen_from = written
-        gc["seenBefore"] = written
-        pieces += [(seen_key(key, i), _seen_value(written, d)) for i, d in seen.base.items()]
-    pieces += [(seen_key(key, i), _seen_value(written, d)) for i, d in seen.added.items()]
-    return seen_from
+    if loaded is not None and not loaded.legacy and seen.base is loaded.state.seen.base:
+        return loaded.seen_from, seen.added
+    # A new memory, a deleted one started again, or a version-1 record: the stored ids are
+    # replaced by the state's own, and older stamps stop counting.
+    gc["seenBefore"] = written
+    known = loaded.state.seen.base if loaded is not None and loaded.legacy else {}
+    pieces += [(seen_key(key, i), _seen_value(written, d)) for i, d in known.items()]
+    return written, {i: d for i, d in seen.items() if i not in known}
 
 
 class Memories:

@@ -94,6 +94,23 @@ async def send_all(app: faust.App, records: list[tuple[str, bytes, bytes]],
     await asyncio.gather(*futures)
 
 
+async def until_done(what: str, attempt: Callable[[], Awaitable[None]], *, first_delay: float = 0.1,
+                     max_delay: float = 5.0) -> None:
+    """Run `attempt` until it succeeds (sends to a broker that is restarting fail for a while);
+    each failure is logged.  Cancellation still stops it."""
+    delay = first_delay
+    while True:
+        try:
+            await attempt()
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - retried, and said so
+            log.error("could not %s; retrying in %.1f s", what, delay, extra={"error": f"{type(exc).__name__}: {exc}"[:300]})
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, max_delay)
+
+
 def log_model_call(result: ModelResult) -> None:
     """INFO for an answer; WARNING for a failed call (after its retries and fallbacks), with its
     error code and status, since the cycle then fails and the memory keeps its messages raw."""
@@ -478,9 +495,10 @@ def build_app(settings: Settings) -> faust.App:
     key_for_results = result_key(settings.result_key, settings.data_dir)
     context = FoldContext(settings, topics, config, Limits.from_settings(settings), key_for_results)
 
-    # One actor per partition: a partition's batches wait for nothing but its own records, so a
-    # burst on one memory delays the memories of its partition only.
-    @app.agent(inputs, name="fold", isolated_partitions=True)
+    # One actor for all partitions, not one per partition (`isolated_partitions`): Faust stops a
+    # partition's actor when the partition is revoked, and `take_events` then acks the batch in
+    # flight without it having been stored (the chaos test lost messages that way).
+    @app.agent(inputs, name="fold")
     async def fold_agent(stream):
         batches = stream.take_events(settings.batch_max, within=settings.batch_wait_ms / 1000)
         async for batch in batches:
@@ -493,10 +511,12 @@ def build_app(settings: Settings) -> faust.App:
             # slower (it fights the event loop for the GIL), and `batch_max` bounds the stall.
             records = fold_batch(context, [event.message for event in batch], memories)
             folded = time.perf_counter()
-            await send_all(app, records)
+            # Retried until done, never raised: `take_events` acks the batch when this body
+            # ends, however it ends, so an exception here would lose the batch.
+            await until_done("send a batch's outputs", lambda: send_all(app, records))
             sent = time.perf_counter()
             phases = memories.writes()
-            await store.write(phases)
+            await until_done("store a batch's states", lambda: store.write(phases))
             log.debug("batch", extra={"records": len(batch), "outputs": len(records),
                                       "writes": sum(map(len, phases)),
                                       "foldMs": round((folded - started) * 1000, 1),
@@ -517,8 +537,9 @@ def build_app(settings: Settings) -> faust.App:
                 continue
             log_model_call(result)
             value = encode(result)
-            await send_all(app, [(topics.log, result.memory_key.encode(), value)],
-                           headers=[(HEADER, sign(key_for_results, value))])
+            await until_done("send a model result", lambda: send_all(
+                app, [(topics.log, result.memory_key.encode(), value)],
+                headers=[(HEADER, sign(key_for_results, value))]))
 
     app.om_state_table = state_table  # type: ignore[attr-defined]
     return app
