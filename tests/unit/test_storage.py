@@ -121,7 +121,7 @@ def test_state_records_stay_small_as_one_thread_grows_to_10000_messages():
             core = len(table.records[KEY])
             figures[n + 50] = (core, table.memory_bytes(seen=False), table.memory_bytes(), table.written - before)
     print("messages: (core record, state bytes without seen ids, with them, bytes written for the last 50 messages)", figures)
-    (core_1k, state_1k, _, batch_1k), (core_10k, state_10k, all_10k, batch_10k) = figures[1_000], figures[10_000]
+    (core_1k, state_1k, _, batch_1k), (core_10k, state_10k, _, batch_10k) = figures[1_000], figures[10_000]
     assert core_1k < 4096 and core_10k < 4096
     # Pending messages and observations are bounded by the thresholds, not by the thread.
     assert state_10k < 2 * state_1k + 64 * 1024, figures
