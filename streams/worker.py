@@ -42,7 +42,7 @@ import asyncio
 import base64
 import logging
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -523,23 +523,57 @@ def build_app(settings: Settings) -> faust.App:
                                       "sendMs": round((sent - folded) * 1000, 1),
                                       "storeMs": round((time.perf_counter() - sent) * 1000, 1)})
 
-    @app.agent(jobs, name="models", concurrency=settings.model_concurrency)
+    async def answer(message) -> None:
+        """Answer one job record: its signed result on the log (or a dead letter)."""
+        result = await answer_job(message.value, lambda job: run_job_with_hooks(job, policy, hooks),
+                                  settings.job_deadline_ms / 1000)
+        if isinstance(result, str):
+            await until_done("dead-letter a job", lambda: send_all(
+                app, _dead(context, message, "invalid", result).records))
+            return
+        log_model_call(result)
+        value = encode(result)
+        await until_done("send a model result", lambda: send_all(
+            app, [(topics.log, result.memory_key.encode(), value)],
+            headers=[(HEADER, sign(key_for_results, value))]))
+
+    hooks = Hooks.from_config(settings.om)  # §13 lifecycle hooks; they never fail a job
+
+    # One actor that runs up to `model_concurrency` jobs at a time and acks them in log order.
+    # Faust's own `concurrency` acks each actor's jobs as they finish, and Faust commits the
+    # first run of acked offsets even when an earlier job is still running if the consumer has
+    # not committed yet (its gap check is skipped for a committed offset of None): after a
+    # restart that lost jobs, whose cycles then never ended (the chaos run found it).
+    @app.agent(jobs, name="models")
     async def model_agent(stream):
-        hooks = Hooks.from_config(settings.om)  # §13 lifecycle hooks; they never fail a job
         await asyncio.to_thread(warm_up)
         log.info("model agent ready")
-        async for event in stream.events():
-            message = event.message
-            result = await answer_job(message.value, lambda job: run_job_with_hooks(job, policy, hooks),
-                                      settings.job_deadline_ms / 1000)
-            if isinstance(result, str):
-                await send_all(app, _dead(context, message, "invalid", result).records)
-                continue
-            log_model_call(result)
-            value = encode(result)
-            await until_done("send a model result", lambda: send_all(
-                app, [(topics.log, result.memory_key.encode(), value)],
-                headers=[(HEADER, sign(key_for_results, value))]))
+        slots = asyncio.Semaphore(settings.model_concurrency)
+        running: deque[tuple[Any, asyncio.Task]] = deque()
+        acking = asyncio.Lock()
+        pending: set[asyncio.Future] = set()  # the loop keeps only weak references to tasks
+
+        def _keep(future: asyncio.Future) -> None:
+            pending.add(future)
+            future.add_done_callback(pending.discard)
+
+        async def ack_finished() -> None:
+            async with acking:
+                while running and running[0][1].done():
+                    await stream.ack(running.popleft()[0])
+
+        async def run(event) -> None:
+            try:
+                await answer(event.message)
+            finally:
+                slots.release()
+
+        async for event in stream.noack().events():
+            await slots.acquire()
+            task = asyncio.create_task(run(event))
+            running.append((event, task))
+            # Once it is done (a task is not done inside its own body): ack the finished prefix.
+            task.add_done_callback(lambda _: _keep(asyncio.ensure_future(ack_finished())))
 
     app.om_state_table = state_table  # type: ignore[attr-defined]
     return app
