@@ -65,10 +65,10 @@ __all__ = ["SCHEMA_VERSION", "Memories", "Plan", "StateUnreadable", "StoredSeen"
 SCHEMA_VERSION = 2
 SEP = b"\x00"
 
-#: Large values: field -> short name in the key.  Rewritten only when the fold replaces them.
 #: The observation log: segments ``K\0o\0<index>`` whose concatenation is the text.  An
 #: activation appends (one more segment); a reflection or a deletion replaces them all.
 LOG = b"o"
+#: Large values: field -> short name in the key.  Rewritten only when the fold replaces them.
 PARTS = {"chunks": b"c", "buffered_reflection": b"r", "in_flight": b"f",
          "buffering": b"b", "reflection_buffering": b"x"}
 #: Sequences: field -> short name; one record per item.
@@ -86,11 +86,12 @@ _PART_TYPES: dict[str, TypeAdapter] = {
     "buffering": TypeAdapter(Cycle | None),
     "reflection_buffering": TypeAdapter(Cycle | None),
 }
-_ITEM_TYPES: dict[str, TypeAdapter] = {
-    "pending": TypeAdapter(PendingMessage),
-    "held": TypeAdapter(dict),
-    "history": TypeAdapter(Generation),
-}
+_PENDING, _GENERATION = TypeAdapter(PendingMessage), TypeAdapter(Generation)
+#: How a sequence item is read from its record.  Held inputs are plain JSON objects: orjson
+#: reads them several times faster than a validator would.
+_READ_ITEM: dict[str, Callable[[bytes], Any]] = {
+    "pending": _PENDING.validate_json, "held": orjson.loads, "history": _GENERATION.validate_json,
+    "observations": orjson.loads}  # a segment of the observation log: a JSON string
 _EMPTY: dict[str, Any] = {"chunks": (), "buffered_reflection": None,
                           "in_flight": None, "buffering": None, "reflection_buffering": None}
 
@@ -107,8 +108,13 @@ def item_key(key: bytes, name: bytes, index: int) -> bytes:
     return key + SEP + name + SEP + index.to_bytes(8, "big")
 
 
+def seen_prefix(key: bytes) -> bytes:
+    """The prefix of memory `key`'s seen-id records."""
+    return key + SEP + SEEN + SEP
+
+
 def seen_key(key: bytes, message_id: str) -> bytes:
-    return key + SEP + SEEN + SEP + message_id.encode()
+    return seen_prefix(key) + message_id.encode()
 
 
 def part_keys(key: bytes) -> bytes:
@@ -132,7 +138,7 @@ class StoredSeen:
         return found if found is not None else default
 
     def __iter__(self) -> Iterator[str]:
-        prefix = self._key + SEP + SEEN + SEP
+        prefix = seen_prefix(self._key)
         stored = (k[len(prefix):].decode() for k in self._scan(prefix)
                   if _seen_entry(self._read(k), self._written, self._since) is not None)
         return iter({**dict.fromkeys(stored), **dict.fromkeys(self.recent)})
@@ -195,7 +201,7 @@ def load_state(read: Read, scan: Scan, key: bytes) -> Loaded | None:
     part_versions, gc = core.pop("parts"), core.pop("gc")
     fields: dict[str, Any] = dict(core)
     segments = [i for start, end in ranges.get("observations", ()) for i in range(start, end)]
-    fields["observations"] = "".join(_segment(read, key, index) for index in segments)
+    fields["observations"] = "".join(_item(read, key, "observations", LOG, index) for index in segments)
     for name, short in PARTS.items():
         if name not in part_versions:
             fields[name] = _EMPTY[name]
@@ -204,38 +210,24 @@ def load_state(read: Read, scan: Scan, key: bytes) -> Loaded | None:
         if value is None:
             raise StateUnreadable(f"the stored state of {key!r} lacks its {name} record")
         fields[name] = _PART_TYPES[name].validate_json(value)
-    indices: dict[str, dict[int, int]] = {}
+    stored_at: dict[str, list[int]] = {}  # sequence -> the index of each item, in order
     for name, short in SEQUENCES.items():
-        items, where = [], {}
-        for start, end in ranges.get(name, ()):
-            for index in range(start, end):
-                value = read(item_key(key, short, index))
-                if value is None:
-                    raise StateUnreadable(f"the stored state of {key!r} lacks {name} item {index}")
-                # Held inputs are plain JSON objects: orjson reads them several times faster.
-                item = orjson.loads(value) if name == "held" else _ITEM_TYPES[name].validate_json(value)
-                items.append(item)
-                where[id(item)] = index
-        fields[name] = tuple(items)
-        indices[name] = where
+        stored_at[name] = [i for start, end in ranges.get(name, ()) for i in range(start, end)]
+        fields[name] = tuple(_item(read, key, name, short, i) for i in stored_at[name])
     fields["seen"] = Seen(StoredSeen(read, scan, key, written, seen_from, recent))
     state = MemoryState.model_validate(fields)
-    # Validation may copy containers; index the items the state actually holds.
-    indices = {name: _reindex(getattr(state, name), [where for where in indices[name].values()])
+    # Validation may copy containers: index the items the state actually holds.
+    indices = {name: {id(item): index for item, index in zip(getattr(state, name), stored_at[name])}
                for name in SEQUENCES}
     return Loaded(state, indices, {name: next_index.get(name, 0) for name in (*SEQUENCES, "observations")},
                   segments, written, part_versions, seen_from, gc)
 
 
-def _segment(read: Read, key: bytes, index: int) -> str:
-    value = read(item_key(key, LOG, index))
+def _item(read: Read, key: bytes, name: str, short: bytes, index: int) -> Any:
+    value = read(item_key(key, short, index))
     if value is None:
-        raise StateUnreadable(f"the stored state of {key!r} lacks observation segment {index}")
-    return orjson.loads(value)
-
-
-def _reindex(items: tuple, order: list[int]) -> dict[int, int]:
-    return {id(item): index for item, index in zip(items, order)}
+        raise StateUnreadable(f"the stored state of {key!r} lacks {name} item {index}")
+    return _READ_ITEM[name](value)
 
 
 class TooLarge(ValueError):
@@ -352,7 +344,7 @@ def _garbage(key: bytes, gc: dict[str, Any], read: Read, scan: Scan) -> list[tup
     out += [(part_key(key, PARTS[name], version), None) for name, version in gc.get("parts", {}).items()]
     out += [(item_key(key, LOG, i), None) for start, end in gc.get("log", ()) for i in range(start, end)]
     if gc.get("seenBefore"):
-        prefix = key + SEP + SEEN + SEP
+        prefix = seen_prefix(key)
         out += [(k, None) for k in scan(prefix)
                 if (raw := read(k)) is not None and int(raw.split(b":", 1)[0]) < gc["seenBefore"]]
     return out
