@@ -32,7 +32,8 @@ for counting the faults; never from the stored state's layout.  After the run se
 every message accepted once and in its thread's final context exactly once (raw or
 observed), observed by at most one cycle; no event id with two contents (up to measured
 durations); `seq` gapless per memory; every blocking cycle ended or failed; no dead letters;
-the calm run failed no model call (its only failed events are the reflection ladder's retries); the non-fragile threads' final windows equal the calm run's.
+the calm run failed no model call (its only failed events are the reflection ladder's
+retries); the non-fragile threads' final windows equal the calm run's.
 """
 
 from __future__ import annotations
@@ -66,11 +67,6 @@ from tests.integration.support import read_all
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.timeout(660),
-    # Known failure, kept running so that it keeps measuring (issue 10 stays open): a few
-    # observation jobs (the same cycle ids from run to run) never get an answer, so their
-    # blocking cycles hold their thread (last two runs: lost 9 and 741, duplicated 0).
-    pytest.mark.xfail(reason="messages still lost across worker kills: cycles that never get an answer",
-                      strict=False),
 ]
 
 SEED = 20250303
@@ -79,7 +75,7 @@ PER_THREAD = 100
 FRAGILE = tuple(t for n, t in enumerate(THREADS) if n % 5 == 4)  # 20 threads
 KILLS = 22  # at least 20 must land while messages are being processed
 ROUND_PAUSE = 0.5  # seconds between rounds: production spans most of the run
-FAIL_RATE = 0.6  # of the distinct requests; each fails once (re-runs after kills dilute the share of calls)
+FAIL_RATE = 0.8  # of the distinct requests; each fails once, so about a third of the calls fail
 TRANSIENT = ("timeout", "429", "500")
 ANSWERS = ("malformed", "degenerate")
 EXPEL_KILLED_MEMBER = True
@@ -706,7 +702,7 @@ def _judge(calm: Env, chaos_env: Env, msgs, figures: dict, started: float) -> No
     assert all(op == "reflection" and error.startswith("Did not compress") for _, _, op, error in ladder), ladder
     assert set(failed) <= set(FRAGILE), {t: n for t, n in failed.items() if t not in FRAGILE}
     # The disturbances happened as announced.
-    assert total_faults >= 0.25 * calls and all(faults.values()), (faults, calls)
+    assert total_faults >= 0.30 * calls and all(faults.values()), (faults, calls)
     assert chaos.broker_outage is not None, "the broker was not restarted"
     assert len(chaos.kills) >= 20, f"only {len(chaos.kills)} kills before the run settled"
     assert in_call >= 10 and in_reflection >= 3 and mid_send >= 1, (in_call, in_reflection, mid_send)
