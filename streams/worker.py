@@ -393,9 +393,8 @@ class _Consumer(faust.transport.drivers.aiokafka.Consumer):
       committed offset (none yet, or 0).  Here a run is committed only from the committed
       position, which is learnt from the consumer when the group has none.
 
-    The chaos test found all three: after a kill, the next worker's start-up skipped and acked
-    records at the head of `<ns>.log` and `<ns>.jobs`, committed past them, and those model
-    results and jobs were never handled (their cycles stayed open for good).
+    Found while chasing the chaos run's lost records (their cause was the one `_Topic` fixes):
+    whatever drops a record, its offset is never committed past, so a restart reads it again.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
