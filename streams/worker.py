@@ -45,6 +45,7 @@ import time
 from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import chain
 from datetime import datetime, timezone
 from typing import Any, get_args
 
@@ -416,8 +417,7 @@ class _Consumer(faust.transport.drivers.aiokafka.Consumer):
         committed, acked = self._committed_offset[tp], self._acked[tp]
         if not acked or committed is None:
             return None
-        gaps = self._gap[tp]
-        first = min(acked) if not gaps else min(min(acked), min(gap.begin for gap in gaps))
+        first = min(chain(acked, (gap.begin for gap in self._gap[tp])))
         if first > committed:  # a record at the committed position was not handled yet
             if self._holding.get(tp) != committed:
                 self._holding[tp] = committed
@@ -428,8 +428,8 @@ class _Consumer(faust.transport.drivers.aiokafka.Consumer):
 
     async def perform_seek(self) -> None:
         await super().perform_seek()
-        for tp in self.assignment():
-            if self._committed_offset[tp] is None:
+        for tp in self.assignment():  # not the changelogs: nothing acks or commits them
+            if self._committed_offset[tp] is None and self.app.topics.acks_enabled_for(tp.topic):
                 self._committed_offset[tp] = await self.position(tp)
 
 
