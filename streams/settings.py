@@ -81,6 +81,9 @@ class Settings:
     # a batch to fill: what a batch changes is written (and its outputs awaited) once.
     batch_max: int = 500
     batch_wait_ms: float = 5.0
+    # How many memories the fold agent keeps as it last wrote them, so a busy one is not read
+    # back from the store for every batch; 0: read every batch's memories from the store.
+    state_cache: int = 1000
     # Static group membership (Kafka's group.instance.id): a worker restarted under the same id
     # takes its partitions back at once instead of after the session timeout.  Give each worker
     # of a namespace its own; empty: dynamic membership.
@@ -182,7 +185,7 @@ def _out_of_range(name: str, value: Any) -> str | None:
         return f"must be at least 1, got {value!r}"
     if name in _AT_LEAST_ONE and value < 1:
         return f"must be at least 1, got {value!r}"
-    if name in ("model_retries", "retry_base_ms", "max_clock_skew_ms", "batch_wait_ms") and value < 0:
+    if name in ("model_retries", "retry_base_ms", "max_clock_skew_ms", "batch_wait_ms", "state_cache") and value < 0:
         return f"must not be negative, got {value!r}"
     if name == "web_host" and not value:
         return "must not be empty"

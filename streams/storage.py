@@ -42,6 +42,7 @@ layout by the next batch that touches the memory.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,8 +60,8 @@ from omstream.engine.state import (
     Seen,
 )
 
-__all__ = ["SCHEMA_VERSION", "Memories", "Plan", "StateUnreadable", "StoredSeen", "TooLarge", "load_state", "part_keys",
-           "plan_writes", "states_of"]
+__all__ = ["SCHEMA_VERSION", "Memories", "Plan", "StateCache", "StateUnreadable", "StoredSeen", "TooLarge",
+           "load_state", "part_keys", "plan_writes", "states_of"]
 
 SCHEMA_VERSION = 2
 SEP = b"\x00"
@@ -172,6 +173,9 @@ class Loaded:
     seen_from: int = 0
     gc: dict[str, Any] = field(default_factory=dict)  # garbage the last write left to delete
     legacy: bool = False  # a version-1 record: write everything back in this layout
+    #: Made by this process's own write (`Plan.stored`), whose last phase lands before the next
+    #: write's first: its garbage and ids need not be written again.
+    settled: bool = False
 
 
 class StateUnreadable(ValueError):
@@ -286,6 +290,7 @@ class Plan:
     pieces: list[tuple[bytes, bytes | None]]
     core: tuple[bytes, bytes]
     obsolete: list[tuple[bytes, bytes | None]]
+    stored: Loaded  # what `load_state` reads once these records are written
 
 
 def plan_writes(key: bytes, loaded: Loaded | None, state: MemoryState, encoded: _Encoded,
@@ -294,8 +299,9 @@ def plan_writes(key: bytes, loaded: Loaded | None, state: MemoryState, encoded: 
     old = loaded if loaded is not None and not loaded.legacy else None
     written = (old.written if old is not None else 0) + 1
     # What the last write left to do, first: its garbage (nothing references it) and its ids.
-    pieces = _garbage(key, old.gc, read, scan) if old is not None else []
-    if old is not None:
+    pieces = []
+    if old is not None and not old.settled:
+        pieces += _garbage(key, old.gc, read, scan)
         pieces += [(seen_key(key, i), _seen_value(old.written, d)) for i, d in old.state.seen.base.recent.items()]
     gc: dict[str, Any] = {"items": {}, "parts": {}, "log": []}
     parts: dict[str, int] = {}
@@ -313,6 +319,7 @@ def plan_writes(key: bytes, loaded: Loaded | None, state: MemoryState, encoded: 
             parts[name] = written
     ranges: dict[str, list[list[int]]] = {}
     next_index: dict[str, int] = {}
+    indices: dict[str, dict[int, int]] = {}
     for name, short in SEQUENCES.items():
         where = old.indices.get(name, {}) if old is not None else {}
         counter = old.next_index.get(name, 0) if old is not None else 0
@@ -329,11 +336,22 @@ def plan_writes(key: bytes, loaded: Loaded | None, state: MemoryState, encoded: 
         gc["items"][name] = _ranges(sorted(i for i in where.values() if i not in kept))
         ranges[name] = _ranges(order)
         next_index[name] = counter
+        indices[name] = {id(item): index for item, index in zip(getattr(state, name), order)}
     pieces += _log_writes(key, old, state, ranges, next_index, gc)
     seen_from, seen_added = _seen_pieces(key, loaded, state, written, pieces, gc)
     core = (key, encode_core(state, ranges, next_index, written, parts, seen_from, gc, seen_added))
     ids = [(seen_key(key, i), _seen_value(written, d)) for i, d in seen_added.items()]
-    return Plan(pieces, core, ids + _garbage(key, gc, read, scan))
+    # The same objects, so the next write finds what is unchanged by identity; only `seen` is
+    # rebased onto the stored ids, as a load would.
+    seen = Seen(StoredSeen(read, scan, key, written, seen_from, seen_added))
+    segments = [i for start, end in ranges["observations"] for i in range(start, end)]
+    stored = Loaded(state.model_copy(update={"seen": seen}), indices, next_index, segments, written,
+                    parts, seen_from, gc, settled=True)
+    obsolete = _garbage(key, gc, read, scan)
+    if old is not None and old.settled and "seenBefore" in gc:
+        # The last write's ids may not be in the store yet, where `_garbage` looks for them.
+        obsolete += [(seen_key(key, i), None) for i in old.state.seen.base.recent if i not in seen_added]
+    return Plan(pieces, core, ids + obsolete, stored)
 
 
 def _garbage(key: bytes, gc: dict[str, Any], read: Read, scan: Scan) -> list[tuple[bytes, bytes | None]]:
@@ -393,15 +411,53 @@ def _seen_pieces(key: bytes, loaded: Loaded | None, state: MemoryState, written:
     return written, {i: d for i, d in seen.items() if i not in known}
 
 
+class StateCache:
+    """The memories the worker wrote last, as a load would read them back, so that a busy
+    memory is not read and validated again for every batch (its held inputs alone can be
+    thousands of records).  Least recently used first out.
+
+    It must mirror the local store: the worker fills it only right after a batch's records are
+    in the store, and empties it whenever the store may have changed under it (a rebalance).
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._memories: OrderedDict[bytes, Loaded] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._memories)
+
+    def get(self, key: bytes) -> Loaded | None:
+        loaded = self._memories.get(key)
+        if loaded is not None:
+            self._memories.move_to_end(key)
+        return loaded
+
+    def keep(self, memories: dict[bytes, Loaded]) -> None:
+        for key, loaded in memories.items():
+            self._memories[key] = loaded
+            self._memories.move_to_end(key)
+        while len(self._memories) > self.size:
+            self._memories.popitem(last=False)
+
+    def clear(self) -> None:
+        self._memories.clear()
+
+
 class Memories:
     """The memories one batch touches: each loaded once, folded in memory, written once.
 
-    `read(partition, key)` and `scan(partition, prefix)` read the local store of a partition.
+    `read(partition, key)` and `scan(partition, prefix)` read the local store of a partition;
+    `cache` has memories as the store has them, and `unsaved` the memories of a batch whose
+    writes are still on their way to the store (they come first, then the cache, then the store).
     """
 
     def __init__(self, read: Callable[[int, bytes], bytes | None],
-                 scan: Callable[[int, bytes], Iterable[bytes]], limit: int) -> None:
+                 scan: Callable[[int, bytes], Iterable[bytes]], limit: int,
+                 cache: StateCache | None = None, unsaved: dict[bytes, Loaded] | None = None) -> None:
         self._read, self._scan, self.limit = read, scan, limit
+        self._cache, self._unsaved = cache, unsaved or {}
+        self._stored: dict[bytes, Loaded] = {}
         self._loaded: dict[bytes, Loaded | None] = {}
         self._current: dict[bytes, MemoryState] = {}
         self._partition: dict[bytes, int] = {}
@@ -424,7 +480,11 @@ class Memories:
             self._partition[key] = partition
             read, scan = self._reader(partition)
             try:
-                loaded = load_state(read, scan, key)
+                loaded = self._unsaved.get(key)
+                if loaded is None and self._cache is not None:
+                    loaded = self._cache.get(key)
+                if loaded is None:
+                    loaded = load_state(read, scan, key)
             except Exception as exc:  # noqa: BLE001 - a damaged or foreign record
                 raw = read(key) or b""
                 self.unreadable.append((key, partition, f"{type(exc).__name__}: {exc}"[:2000], raw))
@@ -475,6 +535,7 @@ class Memories:
         for key, state in self._current.items():
             loaded = self._loaded.get(key)
             if loaded is not None and state is loaded.state and not loaded.legacy:
+                self._stored[key] = loaded
                 continue
             partition = self._partition[key]
             read, scan = self._reader(partition)
@@ -485,7 +546,13 @@ class Memories:
             phases[0] += [(partition, k, v) for k, v in plan.pieces]
             phases[1].append((partition, *plan.core))
             phases[2] += [(partition, k, v) for k, v in plan.obsolete]
+            self._stored[key] = plan.stored
         return phases
+
+    def stored(self) -> dict[bytes, Loaded]:
+        """The batch's memories as the store has them once `writes()` are written (the next
+        batch's `unsaved` until then, and the worker's `StateCache`)."""
+        return self._stored
 
 
 def _salvage_seq(raw: bytes) -> int:

@@ -15,7 +15,12 @@ for each batch it:
 2. sends every event, job and dead letter of the batch and waits until the broker has them;
 3. writes the records of each touched memory's state that changed (`storage`), with the last
    offset folded, to the table's changelog, waits until the broker has them, and only then to
-   the local RocksDB (`StateStore`).
+   the local RocksDB (`StateStore`); then acks the batch's records.
+
+Step 3 runs while the next batch goes through steps 1 and 2: that batch folds the memories
+from what step 3 is storing (`Memories(unsaved=...)`), and from a cache of the memories last
+stored (`StateCache`) instead of reading them back.  Stores stay in batch order: a batch's
+store starts when the previous one has finished.
 
 Step 1 is `fold_batch`, which never raises: any exception, and any output or state record
 larger than `MAX_OUTPUT_BYTES`, dead-letters the record (`fold-error`, `output-too-large`) and
@@ -28,9 +33,9 @@ failed result, signed like any other.
 
 Step 2 before step 3 is what makes a crash harmless: a state is never stored ahead of its
 outputs, and outputs sent twice carry the same deterministic ids, so consumers drop the copy.
-Faust commits a record's offset only after the batch body has finished, so every record below
-the committed position has its state (with its offset) in the changelog, which is what a
-restart (or another worker) restores from.  Records after the committed position are
+A record is acked, so its offset may be committed, only once its batch's states are stored, so
+every record below the committed position has its state (with its offset) in the changelog,
+which is what a restart (or another worker) restores from.  Records after the committed position are
 redelivered; the ones the stored state already covers are skipped, the rest are refolded from
 that state, giving the same outputs with the same ids.  Effectively once, not Kafka
 transactions: see the README's reliability section.
@@ -67,7 +72,7 @@ from omstream.models.hooks import Hooks, run_job_with_hooks
 from .limits import Limits, check_held, check_message, check_raw
 from .settings import Settings
 from .signing import HEADER, result_key, sign, signed
-from .storage import Memories, TooLarge
+from .storage import Memories, StateCache, TooLarge
 from .topics import Topics
 
 __all__ = ["FoldContext", "Outcome", "answer_job", "build_app", "dead_letter", "fold_batch", "fold_record",
@@ -471,6 +476,10 @@ class _App(faust.App):
 
 #: How long a fetch waits on the broker for records when there are none.
 FETCH_MAX_WAIT_MS = 20
+#: Records a stream buffers before Faust stops fetching the partition that fills it.
+STREAM_BUFFER = 500
+#: Bytes one fetch brings from a partition (a larger record still comes, alone).
+MAX_FETCH_BYTES = 256 * 1024
 
 
 class StateStore:
@@ -548,6 +557,12 @@ def build_app(settings: Settings) -> faust.App:
         broker_session_timeout=10.0,
         consumer_group_instance_id=settings.instance_id or None,
         Topic=_Topic,
+        # Fairness between partitions: one busy partition fills the shared stream buffer, and
+        # every record fetched from the others after that waits behind its backlog.  A small
+        # buffer makes Faust stop fetching the partition that fills it (until it drains to
+        # 40 %), and a small fetch bounds what one partition brings in at once.
+        stream_buffer_maxsize=STREAM_BUFFER,
+        consumer_max_fetch_size=MAX_FETCH_BYTES,
     )
     inputs = app.topic(topics.log, key_type=bytes, value_type=bytes)
     jobs = app.topic(topics.jobs, key_type=bytes, value_type=bytes)
@@ -558,37 +573,64 @@ def build_app(settings: Settings) -> faust.App:
     policy = RetryPolicy.from_settings(settings)
 
     store = StateStore(app, state_table)
+    cache = StateCache(settings.state_cache)
+    cached_generation = None  # the consumer generation the cache belongs to
 
     key_for_results = result_key(settings.result_key, settings.data_dir)
     context = FoldContext(settings, topics, config, Limits.from_settings(settings), key_for_results)
 
+    async def store_and_ack(stream, batch: list, phases: list, stored: dict, generation: int | None) -> None:
+        """Store a batch's states, then ack its records (their offsets may be committed)."""
+        # Retried until done, never raised: the batch's records are acked only after it.
+        await until_done("store a batch's states", lambda: store.write(phases))
+        if app.consumer_generation_id == generation:  # no await since the store was written
+            cache.keep(stored)
+        else:  # a rebalance: the recovery may have rewritten the store, and partitions moved
+            cache.clear()
+        for event in batch:
+            await stream.ack(event)
+
     # One actor for all partitions, not one per partition (`isolated_partitions`): Faust stops a
     # partition's actor when the partition is revoked, and `take_events` then acks the batch in
-    # flight without it having been stored (the chaos test lost messages that way).
+    # flight (the chaos test lost messages that way).
     @app.agent(inputs, name="fold")
     async def fold_agent(stream):
-        batches = stream.take_events(settings.batch_max, within=settings.batch_wait_ms / 1000)
-        async for batch in batches:
-            # Never raises: a bad record becomes a dead letter, not a restart.  Outputs first,
-            # then the states (see the module docstring); Faust acks the batch's records, so
-            # their offsets may be committed, only once this body has finished.
-            started = time.perf_counter()
-            memories = Memories(store.read, store.scan, MAX_OUTPUT_BYTES)
-            # Inline, not in a thread: measured, a thread made each batch's fold several times
-            # slower (it fights the event loop for the GIL), and `batch_max` bounds the stall.
-            records = fold_batch(context, [event.message for event in batch], memories)
-            folded = time.perf_counter()
-            # Retried until done, never raised: `take_events` acks the batch when this body
-            # ends, however it ends, so an exception here would lose the batch.
-            await until_done("send a batch's outputs", lambda: send_all(app, records))
-            sent = time.perf_counter()
-            phases = memories.writes()
-            await until_done("store a batch's states", lambda: store.write(phases))
-            log.debug("batch", extra={"records": len(batch), "outputs": len(records),
-                                      "writes": sum(map(len, phases)),
-                                      "foldMs": round((folded - started) * 1000, 1),
-                                      "sendMs": round((sent - folded) * 1000, 1),
-                                      "storeMs": round((time.perf_counter() - sent) * 1000, 1)})
+        nonlocal cached_generation
+        storing: asyncio.Future | None = None  # the previous batch's store_and_ack
+        unsaved: dict = {}  # the memories it is storing, as they will be stored
+        try:
+            async for batch in stream.take_events(settings.batch_max, within=settings.batch_wait_ms / 1000):
+                # Never raises: a bad record becomes a dead letter, not a restart.  Outputs first,
+                # then the states (see the module docstring).
+                started = time.perf_counter()
+                generation = app.consumer_generation_id
+                if generation != cached_generation:
+                    cache.clear()  # a rebalance, as in store_and_ack
+                    cached_generation = generation
+                memories = Memories(store.read, store.scan, MAX_OUTPUT_BYTES, cache, unsaved)
+                # Inline, not in a thread: measured, a thread made each batch's fold several times
+                # slower (it fights the event loop for the GIL), and `batch_max` bounds the stall.
+                records = fold_batch(context, [event.message for event in batch], memories)
+                folded = time.perf_counter()
+                await until_done("send a batch's outputs", lambda: send_all(app, records))
+                sent = time.perf_counter()
+                phases, unsaved = memories.writes(), memories.stored()
+                # `take_events` acks the batch when this body ends: one more reference per record
+                # keeps it unacked until its states are stored.  Meanwhile the next batch is folded
+                # and sent (from `unsaved`); the stores themselves stay in batch order.
+                for event in batch:
+                    event.message.incref()
+                if storing is not None:
+                    await storing
+                storing = asyncio.ensure_future(store_and_ack(stream, batch, phases, unsaved, generation))
+                log.debug("batch", extra={"records": len(batch), "outputs": len(records),
+                                          "writes": sum(map(len, phases)),
+                                          "foldMs": round((folded - started) * 1000, 1),
+                                          "sendMs": round((sent - folded) * 1000, 1),
+                                          "waitMs": round((time.perf_counter() - sent) * 1000, 1)})
+        finally:
+            if storing is not None and not storing.done():
+                storing.cancel()  # its records stay unacked: they are read again
 
     async def answer(message) -> None:
         """Answer one job record: its signed result on the log (or a dead letter)."""

@@ -83,6 +83,8 @@ class Collector:
         self.last_accepted: dict[str, str] = {}  # thread -> latest accepted message id
         self.open_cycles: dict[str, set[str]] = defaultdict(set)  # thread -> cycles started, not ended
         self.cycles: Counter[str] = Counter()  # thread -> observation/reflection ends
+        self.started_ms: dict[str, int] = {}  # cycle id -> broker timestamp of its start
+        self.cycle_ms: list[tuple[str, int, int]] = []  # (thread, start, end) of every ended cycle
         self.failed: list[dict] = []  # *-failed events
         self.letters: list[dict] = []  # every <ns>.dlq record
         self.changed = asyncio.Event()
@@ -130,8 +132,11 @@ class Collector:
                 self.status_ms.setdefault(mid, ts)
         elif kind == "data-om-observation-start":
             self.open_cycles[thread].add(data["cycleId"])
+            self.started_ms[data["cycleId"]] = ts
         elif kind in ("data-om-observation-end", "data-om-observation-failed"):
             self.open_cycles[thread].discard(data["cycleId"])
+            if data["cycleId"] in self.started_ms:
+                self.cycle_ms.append((thread, self.started_ms[data["cycleId"]], ts))
             if kind.endswith("failed"):
                 self.failed.append(e)
             else:
@@ -333,6 +338,17 @@ def test_burst_on_one_thread_keeps_the_worker_and_the_other_threads(new_env):
         if b and d:
             print(f"  {len(threads)} other threads {label}: baseline_p50/p{q}={percentile(b, 50):.0f}/"
                   f"{percentile(b, q):.0f}ms burst_p50/p{q}={percentile(d, 50):.0f}/{percentile(d, q):.0f}ms")
+
+    def cycle_figures(threads, lo: float, hi: float) -> str:
+        took = [end - start for thread, start, end in watch.cycle_ms if thread in threads and lo <= start < hi]
+        return f"{len(took)} cycles, p50/max {percentile(took, 50):.0f}/{max(took):.0f} ms" if took else "no cycles"
+
+    # A message sent during its thread's blocking cycle waits for the cycle's end: that is the
+    # baseline's p99; a burst that lengthened the others' cycles would show here.
+    print(f"  blocking cycles, start to end: other threads baseline "
+          f"{cycle_figures(OTHERS, marks['baseline'], marks['burst'])}, during the burst "
+          f"{cycle_figures(OTHERS, marks['burst'], marks['burst_end'])}; burst thread "
+          f"{cycle_figures((BURST_THREAD,), marks['burst'], marks['burst_end'])}")
 
     # The worker never restarted or crashed.
     assert worker.proc.poll() is None, worker.tail()
