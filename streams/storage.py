@@ -45,6 +45,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import orjson
@@ -467,7 +468,9 @@ class Memories:
         self.unreadable: list[tuple[bytes, int, str, bytes]] = []
 
     def _reader(self, partition: int) -> tuple[Read, Scan]:
-        return (lambda k: self._read(partition, k)), (lambda p: self._scan(partition, p))
+        # Not closures over `self`: a cached memory's `seen` keeps its reader, and must not keep
+        # the whole batch (its encodings) alive with it.
+        return partial(self._read, partition), partial(self._scan, partition)
 
     def get(self, key: bytes, partition: int) -> MemoryState | None:
         """The memory's state as the batch has folded it so far (loaded on first use).

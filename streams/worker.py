@@ -2,7 +2,7 @@
 
 The fold agent only moves bytes.  It reads the one input log, `<ns>.log` (messages, agent-loop
 markers, commands and the model agents' results, in the order the fold applies them), in
-batches (up to `batch_max` records, closed after `batch_wait_ms` when the log goes quiet), and
+batches (`take_batches`: every record already delivered, up to `batch_max`), and
 for each batch it:
 
 1. for each record, in log order: checks the input limits (`omstream.limits`: size and JSON
@@ -48,7 +48,7 @@ import base64
 import logging
 import time
 from collections import defaultdict, deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import chain
 from datetime import datetime, timezone
@@ -385,6 +385,31 @@ async def answer_job(raw: bytes | None, run: Callable[[ModelJob], Awaitable[Mode
         return failed_result(_job_fields(job), started, "error", f"{type(exc).__name__}: {exc}")
 
 
+async def take_batches(stream, max_records: int, wait_s: float) -> AsyncIterator[list]:
+    """The stream's events in batches: a batch takes every record already delivered, up to
+    `max_records`; when none is waiting, it waits `wait_s` once for more, then closes.
+
+    Not Faust's `take_events`: it closes a batch `within` seconds after the previous one, so
+    under a backlog a batch held only what ~5 ms of delivery brought (about 25 records), and
+    each paid a store's round trips.  Here a backlog makes batches large, and a lone record
+    is folded after `wait_s`."""
+    queue = stream.channel.queue
+    batch: list = []
+    waited = False
+    async for event in stream.events():
+        batch.append(event)
+        if len(batch) < max_records:
+            if queue.qsize():
+                continue
+            if wait_s and not waited:
+                waited = True
+                await asyncio.sleep(wait_s)
+                if queue.qsize():
+                    continue
+        yield batch
+        batch, waited = [], False
+
+
 class _Consumer(faust.transport.drivers.aiokafka.Consumer):
     """Faust's consumer, with a short fetch wait and three repairs to what it commits.
 
@@ -598,8 +623,9 @@ def build_app(settings: Settings) -> faust.App:
         nonlocal cached_generation
         storing: asyncio.Future | None = None  # the previous batch's store_and_ack
         unsaved: dict = {}  # the memories it is storing, as they will be stored
+        stream = stream.noack()  # acked by store_and_ack, once stored
         try:
-            async for batch in stream.take_events(settings.batch_max, within=settings.batch_wait_ms / 1000):
+            async for batch in take_batches(stream, settings.batch_max, settings.batch_wait_ms / 1000):
                 # Never raises: a bad record becomes a dead letter, not a restart.  Outputs first,
                 # then the states (see the module docstring).
                 started = time.perf_counter()
@@ -615,11 +641,8 @@ def build_app(settings: Settings) -> faust.App:
                 await until_done("send a batch's outputs", lambda: send_all(app, records))
                 sent = time.perf_counter()
                 phases, unsaved = memories.writes(), memories.stored()
-                # `take_events` acks the batch when this body ends: one more reference per record
-                # keeps it unacked until its states are stored.  Meanwhile the next batch is folded
-                # and sent (from `unsaved`); the stores themselves stay in batch order.
-                for event in batch:
-                    event.message.incref()
+                # The next batch is folded and sent (from `unsaved`) while this one is stored;
+                # the stores themselves stay in batch order.
                 if storing is not None:
                     await storing
                 storing = asyncio.ensure_future(store_and_ack(stream, batch, phases, unsaved, generation))

@@ -238,7 +238,7 @@ def is_overdue(since: datetime | None, at: datetime | None, config: EngineConfig
     either is unknown: `om simulate` has no log and settles every job anyway)."""
     if since is None or at is None:
         return False
-    return at - since > timedelta(milliseconds=config.om.cycle_deadline_ms)
+    return at - since > config.cycle_deadline
 
 
 def expire_overdue(step: Step) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from omstream.schemas.config import OmConfig, ResolvedConfig, resolve_retention_floor
 from omstream.schemas.events import MarkerConfig
@@ -36,10 +36,12 @@ class EngineConfig:
     om: OmConfig
     resolved: ResolvedConfig = field(init=False)
     counter: Counter = field(init=False)
+    cycle_deadline: timedelta = field(init=False)  # parsed once: it is read for every held input
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "resolved", self.om.resolved())
         object.__setattr__(self, "counter", get_counter(self.om.token_counter))
+        object.__setattr__(self, "cycle_deadline", timedelta(milliseconds=self.om.cycle_deadline_ms))
 
     @property
     def async_buffering(self) -> bool:
