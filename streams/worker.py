@@ -33,12 +33,12 @@ failed result, signed like any other.
 
 Step 2 before step 3 is what makes a crash harmless: a state is never stored ahead of its
 outputs, and outputs sent twice carry the same deterministic ids, so consumers drop the copy.
-A record is acked, so its offset may be committed, only once its batch's states are stored, so
-every record below the committed position has its state (with its offset) in the changelog,
-which is what a restart (or another worker) restores from.  Records after the committed position are
-redelivered; the ones the stored state already covers are skipped, the rest are refolded from
-that state, giving the same outputs with the same ids.  Effectively once, not Kafka
-transactions: see the README's reliability section.
+A record is acked, so its offset may be committed, only once its batch's states are stored,
+so every record below the committed position has its state (with its offset) in the changelog,
+which is what a restart (or another worker) restores from.  Records after the committed
+position are redelivered; the ones the stored state already covers are skipped, the rest are
+refolded from that state, giving the same outputs with the same ids.  Effectively once, not
+Kafka transactions: see the README's reliability section.
 """
 
 from __future__ import annotations
@@ -616,8 +616,7 @@ def build_app(settings: Settings) -> faust.App:
             await stream.ack(event)
 
     # One actor for all partitions, not one per partition (`isolated_partitions`): Faust stops a
-    # partition's actor when the partition is revoked, and `take_events` then acks the batch in
-    # flight (the chaos test lost messages that way).
+    # partition's actor when the partition is revoked, batch in flight or not.
     @app.agent(inputs, name="fold")
     async def fold_agent(stream):
         nonlocal cached_generation
@@ -631,8 +630,13 @@ def build_app(settings: Settings) -> faust.App:
                 started = time.perf_counter()
                 generation = app.consumer_generation_id
                 if generation != cached_generation:
-                    cache.clear()  # a rebalance, as in store_and_ack
-                    cached_generation = generation
+                    # A rebalance: partitions may have moved and come back, and the recovery may
+                    # have rewritten the store.  Read memories from the store again, once the
+                    # previous batch is in it.
+                    if storing is not None:
+                        await storing
+                    cache.clear()
+                    unsaved, cached_generation = {}, generation
                 memories = Memories(store.read, store.scan, MAX_OUTPUT_BYTES, cache, unsaved)
                 # Inline, not in a thread: measured, a thread made each batch's fold several times
                 # slower (it fights the event loop for the GIL), and `batch_max` bounds the stall.

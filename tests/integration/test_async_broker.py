@@ -35,8 +35,13 @@ observationTokens = 4000
 
 
 def settled(steps: int):
-    """The step's status is out and no background cycle is still running."""
+    """The step's status is out and no background cycle is still running.
+
+    Only judged when the last event read closes its input's output (`inputLast`): a step's
+    status comes before the buffering start it triggers, and a read may end between them."""
     def check(events) -> bool:
+        if not events or not events[-1].input_last:
+            return False
         count = {t: 0 for t in ("data-om-status", "data-om-buffering-start", "data-om-buffering-end",
                                 "data-om-buffering-failed")}
         for e in events:
