@@ -205,7 +205,7 @@ def load_state(read: Read, scan: Scan, key: bytes) -> Loaded | None:
     written, seen_from, recent = core.pop("n"), core.pop("seenFrom"), core.pop("seenAdded")
     part_versions, gc = core.pop("parts"), core.pop("gc")
     fields: dict[str, Any] = dict(core)
-    segments = [i for start, end in ranges.get("observations", ()) for i in range(start, end)]
+    segments = _indices(ranges.get("observations", ()))
     fields["observations"] = "".join(_item(read, key, "observations", LOG, index) for index in segments)
     for name, short in PARTS.items():
         if name not in part_versions:
@@ -217,7 +217,7 @@ def load_state(read: Read, scan: Scan, key: bytes) -> Loaded | None:
         fields[name] = _PART_TYPES[name].validate_json(value)
     stored_at: dict[str, list[int]] = {}  # sequence -> the index of each item, in order
     for name, short in SEQUENCES.items():
-        stored_at[name] = [i for start, end in ranges.get(name, ()) for i in range(start, end)]
+        stored_at[name] = _indices(ranges.get(name, ()))
         fields[name] = tuple(_item(read, key, name, short, i) for i in stored_at[name])
     fields["seen"] = Seen(StoredSeen(read, scan, key, written, seen_from, recent))
     state = MemoryState.model_validate(fields)
@@ -272,6 +272,11 @@ def encode_core(state: MemoryState, ranges: dict[str, list[list[int]]], next_ind
     return orjson.dumps({"v": SCHEMA_VERSION, **core, "ranges": ranges, "next": next_index, "n": written,
                          "parts": parts or {}, "seenFrom": seen_from, "gc": gc or {},
                          "seenAdded": seen_added or {}})
+
+
+def _indices(ranges: Iterable[list[int]]) -> list[int]:
+    """The indices of `[start, end)` ranges, in order (the inverse of `_ranges`)."""
+    return [i for start, end in ranges for i in range(start, end)]
 
 
 def _ranges(indices: list[int]) -> list[list[int]]:
@@ -345,7 +350,7 @@ def plan_writes(key: bytes, loaded: Loaded | None, state: MemoryState, encoded: 
     # The same objects, so the next write finds what is unchanged by identity; only `seen` is
     # rebased onto the stored ids, as a load would.
     seen = Seen(StoredSeen(read, scan, key, written, seen_from, seen_added))
-    segments = [i for start, end in ranges["observations"] for i in range(start, end)]
+    segments = _indices(ranges["observations"])
     stored = Loaded(state.model_copy(update={"seen": seen}), indices, next_index, segments, written,
                     parts, seen_from, gc, settled=True)
     obsolete = _garbage(key, gc, read, scan)
@@ -359,9 +364,9 @@ def _garbage(key: bytes, gc: dict[str, Any], read: Read, scan: Scan) -> list[tup
     """Deletions of the records `gc` lists (a core's "gc": what its write made obsolete)."""
     out: list[tuple[bytes, bytes | None]] = []
     for name, ranges in gc.get("items", {}).items():
-        out += [(item_key(key, SEQUENCES[name], i), None) for start, end in ranges for i in range(start, end)]
+        out += [(item_key(key, SEQUENCES[name], i), None) for i in _indices(ranges)]
     out += [(part_key(key, PARTS[name], version), None) for name, version in gc.get("parts", {}).items()]
-    out += [(item_key(key, LOG, i), None) for start, end in gc.get("log", ()) for i in range(start, end)]
+    out += [(item_key(key, LOG, i), None) for i in _indices(gc.get("log", ()))]
     if gc.get("seenBefore"):
         prefix = seen_prefix(key)
         out += [(k, None) for k in scan(prefix)

@@ -599,19 +599,15 @@ def build_app(settings: Settings) -> faust.App:
 
     store = StateStore(app, state_table)
     cache = StateCache(settings.state_cache)
-    cached_generation = None  # the consumer generation the cache belongs to
 
     key_for_results = result_key(settings.result_key, settings.data_dir)
     context = FoldContext(settings, topics, config, Limits.from_settings(settings), key_for_results)
 
-    async def store_and_ack(stream, batch: list, phases: list, stored: dict, generation: int | None) -> None:
+    async def store_and_ack(stream, batch: list, phases: list, stored: dict) -> None:
         """Store a batch's states, then ack its records (their offsets may be committed)."""
         # Retried until done, never raised: the batch's records are acked only after it.
         await until_done("store a batch's states", lambda: store.write(phases))
-        if app.consumer_generation_id == generation:  # no await since the store was written
-            cache.keep(stored)
-        else:  # a rebalance: the recovery may have rewritten the store, and partitions moved
-            cache.clear()
+        cache.keep(stored)  # after a rebalance, the fold agent clears it before its next fold
         for event in batch:
             await stream.ack(event)
 
@@ -619,7 +615,7 @@ def build_app(settings: Settings) -> faust.App:
     # partition's actor when the partition is revoked, batch in flight or not.
     @app.agent(inputs, name="fold")
     async def fold_agent(stream):
-        nonlocal cached_generation
+        cached_generation = None  # the consumer generation `cache` and `unsaved` belong to
         storing: asyncio.Future | None = None  # the previous batch's store_and_ack
         unsaved: dict = {}  # the memories it is storing, as they will be stored
         stream = stream.noack()  # acked by store_and_ack, once stored
@@ -649,7 +645,7 @@ def build_app(settings: Settings) -> faust.App:
                 # the stores themselves stay in batch order.
                 if storing is not None:
                     await storing
-                storing = asyncio.ensure_future(store_and_ack(stream, batch, phases, unsaved, generation))
+                storing = asyncio.ensure_future(store_and_ack(stream, batch, phases, unsaved))
                 log.debug("batch", extra={"records": len(batch), "outputs": len(records),
                                           "writes": sum(map(len, phases)),
                                           "foldMs": round((folded - started) * 1000, 1),
