@@ -82,6 +82,9 @@ class Settings:
     # its outputs awaited) once.
     batch_max: int = 500
     batch_wait_ms: float = 5.0
+    # At most this many of a batch's records belong to one memory (its others wait for the next
+    # batches, round robin), so a busy memory does not slow the others of its partition.
+    memory_batch_max: int = 32
     # How many memories the fold agent keeps as it last wrote them, so a busy one is not read
     # back from the store for every batch; 0: read every batch's memories from the store.
     state_cache: int = 1000
@@ -194,7 +197,7 @@ def _out_of_range(name: str, value: Any) -> str | None:
 
 
 _AT_LEAST_ONE = ("max_record_bytes", "max_depth", "max_parts", "max_text_chars", "max_held",
-                 "job_deadline_ms", "batch_max")
+                 "job_deadline_ms", "batch_max", "memory_batch_max")
 
 
 def _checked(name: str, raw: Any, convert) -> Any:

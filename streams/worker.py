@@ -2,14 +2,14 @@
 
 The fold agent only moves bytes.  It reads the one input log, `<ns>.log` (messages, agent-loop
 markers, commands and the model agents' results, in the order the fold applies them), in
-batches (`take_batches`: every record already delivered, up to `batch_max`), and
-for each batch it:
+batches (`fair_batches`: what was delivered, up to `batch_max`, at most `memory_batch_max` of
+one memory, see `omstream.backlog`), and for each batch it:
 
-1. for each record, in log order: checks the input limits (`omstream.limits`: size and JSON
-   depth on the raw bytes, parts, characters per part and `createdAt` against the record's log
-   time after decoding, held inputs per memory) and decodes it (unreadable records go to
-   `<ns>.dlq` with the reason and the original bytes; a model result without the model agents'
-   signature too, see `signing`); loads the memory's state, once per batch (`storage`); skips
+1. for each record, in log order (a memory's records always in their order): checks the input
+   limits (`omstream.limits`: size and JSON depth on the raw bytes, parts, characters per part
+   and `createdAt` against the record's log time after decoding, held inputs per memory) and
+   decodes it (unreadable records go to `<ns>.dlq` with the reason and the original bytes; a
+   model result without the model agents' signature too, see `signing`); loads the memory's state, once per batch (`storage`); skips
    the record if the state already folded its offset (a redelivery after a crash); calls
    `fold` and checks the size of every output and state record it makes;
 2. sends every event, job and dead letter of the batch and waits until the broker has them;
@@ -70,6 +70,7 @@ from omstream.engine.state import MemoryState
 from omstream.models.calls import RetryPolicy, warm_up
 from omstream.models.hooks import Hooks, run_job_with_hooks
 
+from .backlog import Backlog
 from .limits import Limits, check_held, check_message, check_raw
 from .settings import Settings
 from .signing import HEADER, result_key, sign, signed
@@ -386,29 +387,48 @@ async def answer_job(raw: bytes | None, run: Callable[[ModelJob], Awaitable[Mode
         return failed_result(_job_fields(job), started, "error", f"{type(exc).__name__}: {exc}")
 
 
-async def take_batches(stream, max_records: int, wait_s: float) -> AsyncIterator[list]:
-    """The stream's events in batches: a batch takes every record already delivered, up to
-    `max_records`; when none is waiting, it waits `wait_s` once for more, then closes.
-
-    Not Faust's `take_events`: it closes a batch `within` seconds after the previous one, so
-    under a backlog a batch held only what ~5 ms of delivery brought (about 25 records), and
-    each paid a store's round trips.  Here a backlog makes batches large, and a lone record
-    is folded after `wait_s`."""
-    queue = stream.channel.queue
-    batch: list = []
-    waited = False
+async def _read_into(stream, backlog: Backlog, arrived: asyncio.Event, room: asyncio.Event) -> None:
+    """Move every record the stream delivers into `backlog`, waiting while it is full."""
     async for event in stream.events():
-        batch.append(event)
-        if len(batch) < max_records:
-            if queue.qsize():
-                continue
-            if wait_s and not waited:
-                waited = True
-                await asyncio.sleep(wait_s)
-                if queue.qsize():
-                    continue
-        yield batch
-        batch, waited = [], False
+        message = event.message
+        backlog.add(message.key, len(message.value or b""), event)
+        arrived.set()
+        while backlog.full:
+            room.clear()
+            await room.wait()
+
+
+async def fair_batches(stream, backlog: Backlog, max_records: int, per_memory: int, wait_s: float,
+                       generation: Callable[[], int]) -> AsyncIterator[list]:
+    """The stream's records in batches of up to `max_records`, at most `per_memory` of one memory
+    (`omstream.backlog`), in log order.  A task reads the stream into the backlog while batches
+    are folded, sent and stored; a batch that finds one record waiting waits `wait_s` once for
+    more, so an idle input closes batches quickly.
+
+    Records read before a rebalance are dropped: the consumer reads them again from the
+    committed offsets (Faust's stream itself skips a record of an earlier generation)."""
+    arrived, room = asyncio.Event(), asyncio.Event()
+    reader = asyncio.ensure_future(_read_into(stream, backlog, arrived, room))
+    reader.add_done_callback(lambda _: arrived.set())
+    try:
+        while True:
+            if not backlog:
+                arrived.clear()
+                await arrived.wait()
+                if reader.done():
+                    reader.result()  # raises what stopped the reader
+                    return
+                if wait_s and len(backlog) == 1:
+                    await asyncio.sleep(wait_s)
+            current = generation()
+            backlog.drop(lambda event: event.message.generation_id != current)
+            batch = backlog.take(max_records, per_memory)
+            room.set()
+            if batch:
+                batch.sort(key=lambda event: (event.message.partition, event.message.offset))
+                yield batch
+    finally:
+        reader.cancel()
 
 
 class _Consumer(faust.transport.drivers.aiokafka.Consumer):
@@ -523,7 +543,10 @@ FETCH_MAX_WAIT_MS = 20
 #: Records a stream buffers before Faust stops fetching the partition that fills it.
 STREAM_BUFFER = 500
 #: Bytes one fetch brings from a partition (a larger record still comes, alone).
-MAX_FETCH_BYTES = 256 * 1024
+MAX_FETCH_BYTES = 1024 * 1024
+#: Records (and their bytes) the fold agent reads ahead of its batches (`omstream.backlog`).
+BACKLOG_RECORDS = 5000
+BACKLOG_BYTES = 32 * 1024**2
 
 
 class StateStore:
@@ -601,10 +624,10 @@ def build_app(settings: Settings) -> faust.App:
         broker_session_timeout=10.0,
         consumer_group_instance_id=settings.instance_id or None,
         Topic=_Topic,
-        # Fairness between partitions: one busy partition fills the shared stream buffer, and
-        # every record fetched from the others after that waits behind its backlog.  A small
-        # buffer makes Faust stop fetching the partition that fills it (until it drains to
-        # 40 %), and a small fetch bounds what one partition brings in at once.
+        # The fold agent's reader empties the stream buffer into its backlog as records come,
+        # and fairness between memories is the backlog's (`fair_batches`).  A fetch is large so
+        # that a busy partition is read quickly: the records behind its backlog (other memories')
+        # come only with the next fetch.
         stream_buffer_maxsize=STREAM_BUFFER,
         consumer_max_fetch_size=MAX_FETCH_BYTES,
     )
@@ -638,8 +661,10 @@ def build_app(settings: Settings) -> faust.App:
         storing: asyncio.Future | None = None  # the previous batch's store_and_ack
         unsaved: dict = {}  # the memories it is storing, as they will be stored
         stream = stream.noack()  # acked by store_and_ack, once stored
+        backlog: Backlog = Backlog(BACKLOG_RECORDS, BACKLOG_BYTES)
         try:
-            async for batch in take_batches(stream, settings.batch_max, settings.batch_wait_ms / 1000):
+            async for batch in fair_batches(stream, backlog, settings.batch_max, settings.memory_batch_max,
+                                            settings.batch_wait_ms / 1000, lambda: app.consumer_generation_id):
                 # Never raises: a bad record becomes a dead letter, not a restart.  Outputs first,
                 # then the states (see the module docstring).
                 started = time.perf_counter()

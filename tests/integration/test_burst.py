@@ -3,7 +3,7 @@
 Acceptance: the worker never restarts, every burst message is folded exactly once, and the other
 threads' produce -> `data-om-status` latency during the burst stays within 2x of its value
 without the burst.  The first two are asserted; the latency is measured and printed against its
-target, which is not met yet (see the end of the test).
+target, which is not met reliably yet (see the end of the test).
 
 Configuration: `messageTokens = 3000` with `bufferTokens = false` (scripted observer and
 reflector).  Without async buffering every observation is a *blocking* cycle: the memory holds
@@ -66,6 +66,7 @@ OTHER_WORDS = 30  # ~40 tokens
 INTERVAL = 0.1  # one message per other thread every 100 ms
 BASELINE_S = 8.0
 CAUGHT_UP_S = 1.0  # warm-up ends once every message sent this long ago has its status
+INTAKE_S = 2.0  # the burst's first seconds, reported apart
 GAP_S = 1.0  # baseline samples sent this close to the burst's start are not counted
 BURST_DEADLINE_S = 120  # a guard: the burst took ~30 s on a quiet 2-core machine
 RESEND_BACKOFF = (0.5, 4.0)  # a producer's back-off while resends are refused: first, largest
@@ -350,6 +351,15 @@ def test_burst_on_one_thread_keeps_the_worker_and_the_other_threads(new_env):
             print(f"  {len(threads)} other threads {label}: baseline_p50/p{q}={percentile(b, 50):.0f}/"
                   f"{percentile(b, q):.0f}ms burst_p50/p{q}={percentile(d, 50):.0f}/{percentile(d, q):.0f}ms")
 
+    # While the worker takes in the burst (about 2,000 records in its first seconds) and after.
+    intake_end = marks["burst"] + INTAKE_S * 1000
+    for label, (lo, hi) in ((f"first {INTAKE_S:.0f} s", (marks["burst"], intake_end)),
+                            ("after", (intake_end, marks["burst_end"]))):
+        d = latencies(lo, hi)
+        if d:
+            print(f"  other threads, burst's {label}: p50/p{q}/max={percentile(d, 50):.0f}/"
+                  f"{percentile(d, q):.0f}/{max(d):.0f}ms (samples {len(d)})")
+
     def cycle_figures(threads, lo: float, hi: float) -> str:
         took = [end - start for thread, start, end in watch.cycle_ms if thread in threads and lo <= start < hi]
         return f"{len(took)} cycles, p50/max {percentile(took, 50):.0f}/{max(took):.0f} ms" if took else "no cycles"
@@ -382,11 +392,10 @@ def test_burst_on_one_thread_keeps_the_worker_and_the_other_threads(new_env):
         seen = Counter([m["id"] for m in other["messages"]] + other["observedMessageIds"])
         assert sorted(seen) == sorted(sent_ids[thread]) and set(seen.values()) == {1}, thread
         assert all(i in watch.status_ms for i in sent_ids[thread]), thread
-    # The target, measured and printed but not asserted because it is not met yet (issue 10 is
-    # open).  Three runs on a 2-core machine: p50 17 -> 52, 20 -> 54, 14 -> 55 ms; p99 on the
-    # other partition 395 -> 828, 355 -> 863, 312 -> 486 ms, but on the burst's partition
-    # about 390 -> 1,800-2,350 ms: its records wait in log order behind the burst, which the
-    # worker takes in at about 800 records/s.
+    # The target, measured and printed but not asserted because it is not met reliably (issue
+    # 10 is open).  Three runs on a 2-core machine: p99 353 -> 641, 257 -> 909, 571 -> 798 ms
+    # (within 2x in two); after the burst's first 2 s the others' p99 is back to 304-347 ms,
+    # and the excess is in those 2 s, while the worker takes in the 2,000 records.
     verdict = "within" if burst_pq <= limit else "NOT within"
     print(f"  target: other threads' p{q} {burst_pq:.0f} ms during the burst is {verdict} 2x "
           f"the {base_pq:.0f} ms without it (limit {limit:.0f} ms)")
