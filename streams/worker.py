@@ -9,9 +9,10 @@ one memory, see `omstream.backlog`), and for each batch it:
    limits (`omstream.limits`: size and JSON depth on the raw bytes, parts, characters per part
    and `createdAt` against the record's log time after decoding, held inputs per memory) and
    decodes it (unreadable records go to `<ns>.dlq` with the reason and the original bytes; a
-   model result without the model agents' signature too, see `signing`); loads the memory's state, once per batch (`storage`); skips
-   the record if the state already folded its offset (a redelivery after a crash); calls
-   `fold` and checks the size of every output and state record it makes;
+   model result without the model agents' signature too, see `signing`); loads the memory's
+   state, once per batch (`storage`); skips the record if the state already folded its offset
+   (a redelivery after a crash); calls `fold` and checks the size of every output and state
+   record it makes;
 2. sends every event, job and dead letter of the batch and waits until the broker has them;
 3. writes the records of each touched memory's state that changed (`storage`), with the last
    offset folded, to the table's changelog, waits until the broker has them, and only then to
