@@ -15,8 +15,9 @@ Environment variables override the file: `OM_NAMESPACE`, `OM_BOOTSTRAP`, `OM_PAR
 `OM_MODEL_RETRIES`, `OM_RETRY_BASE_MS`, `OM_MODEL_CONCURRENCY`, `OM_RESULT_KEY`, the input
 limits `OM_MAX_RECORD_BYTES`, `OM_MAX_DEPTH`, `OM_MAX_PARTS`, `OM_MAX_TEXT_CHARS`,
 `OM_MAX_CLOCK_SKEW_MS`, `OM_MAX_HELD` (see `omstream.limits` for their defaults), the model
-agents' `OM_JOB_DEADLINE_MS`, the fold agent's `OM_BATCH_MAX`, `OM_BATCH_WAIT_MS` and `OM_STATE_CACHE`, the
-worker's `OM_INSTANCE_ID`, and `OM_CONFIG` names the file.
+agents' `OM_JOB_DEADLINE_MS`, the fold agent's `OM_BATCH_MAX`, `OM_MEMORY_BATCH_MAX`,
+`OM_BATCH_WAIT_MS` and `OM_STATE_CACHE`, the worker's `OM_INSTANCE_ID`, and `OM_CONFIG` names
+the file.
 When `bootstrap` is set nowhere, it follows `broker_port` (the local broker `om` starts).
 
 Every mistake is reported, all at once, as a `SettingsError` whose `problems` are
@@ -77,9 +78,9 @@ class Settings:
     max_held: int = _LIMITS.max_held
     # A model job that has not answered after this long answers with a failed result ('deadline').
     job_deadline_ms: int = 300_000
-    # The fold agent folds every record already delivered, up to batch_max at a time; when none
-    # is waiting it waits batch_wait_ms once for more.  What a batch changes is written (and
-    # its outputs awaited) once.
+    # The fold agent folds what was delivered, up to batch_max records at a time; a batch that
+    # finds one record waiting waits batch_wait_ms once for more.  What a batch changes is
+    # written (and its outputs awaited) once.
     batch_max: int = 500
     batch_wait_ms: float = 5.0
     # At most this many of a batch's records belong to one memory (its others wait for the next

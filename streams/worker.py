@@ -406,11 +406,13 @@ async def fair_batches(stream, backlog: Backlog, max_records: int, per_memory: i
     are folded, sent and stored; a batch that finds one record waiting waits `wait_s` once for
     more, so an idle input closes batches quickly.
 
-    Records read before a rebalance are dropped: the consumer reads them again from the
-    committed offsets (Faust's stream itself skips a record of an earlier generation)."""
+    Records read before a rebalance are dropped when it is seen: the consumer reads them again
+    from the committed offsets.  Only then: Faust's stream skips a record of an earlier
+    generation, so none is read after the change."""
     arrived, room = asyncio.Event(), asyncio.Event()
     reader = asyncio.ensure_future(_read_into(stream, backlog, arrived, room))
     reader.add_done_callback(lambda _: arrived.set())
+    read_in = generation()  # the generation every record in the backlog belongs to
     try:
         while True:
             if not backlog:
@@ -422,7 +424,9 @@ async def fair_batches(stream, backlog: Backlog, max_records: int, per_memory: i
                 if wait_s and len(backlog) == 1:
                     await asyncio.sleep(wait_s)
             current = generation()
-            backlog.drop(lambda event: event.message.generation_id != current)
+            if current != read_in:
+                backlog.drop(lambda event: event.message.generation_id != current)
+                read_in = current
             batch = backlog.take(max_records, per_memory)
             room.set()
             if batch:
