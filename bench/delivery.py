@@ -1,5 +1,6 @@
-"""How fast records reach the fold agent: Faust's delivery (the worker's consumer, stream and
-`fair_batches`, each record acked, nothing folded) against aiokafka's `getmany` alone, on one
+"""How fast records reach the fold agent: the worker's intake (its Faust consumer handing each
+fetch to an `Intake`, fair batches, each record acked, nothing folded) against aiokafka's
+`getmany` alone, on one
 partition of a broker this benchmark starts.  Not a timed test: it prints records/s and CPU
 (aiokafka's timed from its first fetch, Faust's from its first batch, which favours Faust).
 
@@ -65,26 +66,25 @@ async def read_with_aiokafka(bootstrap: str, records: int) -> tuple[float, float
 def faust_worker(bootstrap: str, records: int, data: str) -> None:
     """Runs in a child process (Faust's worker owns its process): the worker's own app classes
     and batching, acking each record as the fold agent does, then prints and exits."""
-    from omstream.backlog import Backlog
-    from omstream.worker import (BACKLOG_BYTES, BACKLOG_RECORDS, MAX_FETCH_BYTES, STREAM_BUFFER,
-                                 _App, _Topic, fair_batches)
+    from omstream.backlog import Backlog, Intake
+    from omstream.worker import BACKLOG_BYTES, BACKLOG_RECORDS, MAX_FETCH_BYTES, STREAM_BUFFER, _App, _Topic
 
     app = _App("delivery-bench", broker=f"kafka://{bootstrap}", store="memory://", datadir=data,
                topic_allow_declare=False, topic_disable_leader=True, web_enabled=False,
                key_serializer="raw", value_serializer="raw", consumer_auto_offset_reset="earliest",
                Topic=_Topic, stream_buffer_maxsize=STREAM_BUFFER, consumer_max_fetch_size=MAX_FETCH_BYTES)
     topic = app.topic(TOPIC, key_type=bytes, value_type=bytes)
+    intake = Intake(Backlog(BACKLOG_RECORDS, BACKLOG_BYTES))
+    app.taps[TOPIC] = intake.put
 
     @app.agent(topic)
     async def sink(stream):
-        stream = stream.noack()
-        backlog: Backlog = Backlog(BACKLOG_RECORDS, BACKLOG_BYTES)
         seen, batches, started, cpu = 0, 0, 0.0, 0.0
-        async for batch in fair_batches(stream, backlog, 500, 32, 0.005, lambda: app.consumer_generation_id):
+        async for batch in intake.batches(500, 32, 0.005, lambda: app.consumer_generation_id):
             if not started:
                 started, cpu = time.perf_counter(), time.process_time()
-            for event in batch:
-                await stream.ack(event)
+            for message in batch:
+                app.consumer.ack(message)
             seen, batches = seen + len(batch), batches + 1
             if seen >= records:
                 took, used = time.perf_counter() - started, time.process_time() - cpu

@@ -10,13 +10,18 @@ each batch, and the others' records go into the next short batch.
 Order within a memory is kept, which is all the fold needs (a memory skips what it has already
 folded, by offset).  Commits stay correct because a record is acked only once folded and
 stored, and the consumer never commits past an unacked record (`worker._Consumer`).
+
+Reading ahead only helps if the reading is fast: the consumer hands each fetch of the input log
+to an `Intake` whole (`worker._Consumer.taps`), so the records behind a burst reach the backlog
+in milliseconds instead of waiting for Faust to deliver the burst one record at a time.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
-from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from collections.abc import AsyncIterator, Callable, Hashable, Sequence
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -80,3 +85,46 @@ class Backlog(Generic[T]):
                 del self._queues[key]
         self._items -= dropped
         return dropped
+
+
+class Intake:
+    """The hand-over of the input log from the consumer to the fold agent: `put` adds what a
+    fetch brought (and waits while the backlog is full, which holds the consumer's fetching),
+    `batches` takes fair batches.  Items are consumer messages (`key`, `value`, `partition`,
+    `offset`, `generation_id`)."""
+
+    def __init__(self, backlog: Backlog[Any]) -> None:
+        self.backlog = backlog
+        self._arrived = asyncio.Event()
+        self._room = asyncio.Event()
+
+    async def put(self, messages: Sequence[Any]) -> None:
+        for message in messages:
+            self.backlog.add(message.key, len(message.value or b""), message)
+        self._arrived.set()
+        while self.backlog.full:
+            self._room.clear()
+            await self._room.wait()
+
+    async def batches(self, max_records: int, per_memory: int, wait_s: float,
+                      generation: Callable[[], int]) -> AsyncIterator[list[Any]]:
+        """Batches of up to `max_records`, at most `per_memory` of one memory, in log order.  A
+        batch that finds one record waiting waits `wait_s` once for more, so an idle input closes
+        batches quickly.  Records read before a rebalance (`generation` changed) are dropped: the
+        consumer reads them again from the committed offsets."""
+        read_in = generation()  # the generation every record in the backlog belongs to
+        while True:
+            if not self.backlog:
+                self._arrived.clear()
+                await self._arrived.wait()
+                if wait_s and len(self.backlog) == 1:
+                    await asyncio.sleep(wait_s)
+            current = generation()
+            if current != read_in:
+                self.backlog.drop(lambda message: message.generation_id != current)
+                read_in = current
+            batch = self.backlog.take(max_records, per_memory)
+            self._room.set()
+            if batch:
+                batch.sort(key=lambda message: (message.partition, message.offset))
+                yield batch
