@@ -41,8 +41,7 @@ class Backlog(Generic[T]):
 
     @property
     def full(self) -> bool:
-        """Whether the reader should stop adding (and leave the rest to the consumer's flow
-        control, which stops fetching when the stream buffer fills)."""
+        """Whether adding should wait (`Intake.put`, which holds the consumer's fetching)."""
         return self._items >= self.max_items or self._bytes >= self.max_bytes
 
     def add(self, key: Hashable, size: int, item: T) -> None:

@@ -1,9 +1,8 @@
 """A burst of 2,000 messages on one thread, through the broker, while other threads talk.
 
-Acceptance: the worker never restarts, every burst message is folded exactly once, and the other
-threads' produce -> `data-om-status` latency during the burst stays within 2x of its value
-without the burst.  The first two are asserted; the latency is measured and printed against its
-target, which is not met reliably yet (see the end of the test).
+Acceptance, asserted: the worker never restarts, every burst message is folded exactly once, and
+the other threads' produce -> `data-om-status` latency during the burst stays within 2x of its
+value without the burst (p99, or p90 with fewer than 100 samples).
 
 Configuration: `messageTokens = 3000` with `bufferTokens = false` (scripted observer and
 reflector).  Without async buffering every observation is a *blocking* cycle: the memory holds
@@ -392,10 +391,8 @@ def test_burst_on_one_thread_keeps_the_worker_and_the_other_threads(new_env):
         seen = Counter([m["id"] for m in other["messages"]] + other["observedMessageIds"])
         assert sorted(seen) == sorted(sent_ids[thread]) and set(seen.values()) == {1}, thread
         assert all(i in watch.status_ms for i in sent_ids[thread]), thread
-    # The target, measured and printed but not asserted because it is not met reliably (issue
-    # 10 is open).  Three runs on a 2-core machine: p99 353 -> 641, 257 -> 909, 571 -> 798 ms
-    # (within 2x in two); after the burst's first 2 s the others' p99 is back to 304-347 ms,
-    # and the excess is in those 2 s, while the worker takes in the 2,000 records.
-    verdict = "within" if burst_pq <= limit else "NOT within"
-    print(f"  target: other threads' p{q} {burst_pq:.0f} ms during the burst is {verdict} 2x "
-          f"the {base_pq:.0f} ms without it (limit {limit:.0f} ms)")
+    # The others' latency: within 2x of the baseline.  Before the consumer handed the input log
+    # over a fetch at a time (`worker._Consumer._wait_next_records`) the burst's first 2 s, while
+    # the worker took in the 2,000 records at ~1,500 records/s, pushed it to 2-4x.
+    assert burst_pq <= limit, (f"the other threads' p{q} during the burst, {burst_pq:.0f} ms, is not within 2x "
+                               f"the {base_pq:.0f} ms without it (limit {limit:.0f} ms)")

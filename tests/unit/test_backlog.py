@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
+from dataclasses import dataclass
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from omstream.backlog import Backlog
+from omstream.backlog import Backlog, Intake
 
 # (key, size) of each record in arrival order; the record itself is its arrival index.
 arrivals = st.lists(st.tuples(st.sampled_from("abcde"), st.integers(0, 50)), max_size=200)
@@ -72,3 +74,54 @@ def test_drop_forgets_exactly_the_stale_records_and_keeps_the_order_of_the_rest(
         rest += backlog.take(1000, 1000)
     assert sorted(rest) == [i for i in range(len(items)) if i not in stale]
     assert backlog.full is False and len(backlog) == 0
+
+
+@dataclass
+class Record:
+    """What `Intake` reads of a consumer message."""
+
+    key: bytes
+    offset: int
+    partition: int = 0
+    value: bytes = b"x"
+    generation_id: int = 1
+
+
+def test_intake_hands_over_fair_batches_in_log_order():
+    async def scenario() -> list[list[int]]:
+        intake = Intake(Backlog(100, 10**6))
+        await intake.put([Record(b"busy", offset) for offset in range(10)] + [Record(b"quiet", 10)])
+        batches = intake.batches(100, 4, 0.0, lambda: 1)
+        return [[r.offset for r in await anext(batches)] for _ in range(3)]
+
+    assert asyncio.run(scenario()) == [[0, 1, 2, 3, 10], [4, 5, 6, 7], [8, 9]]
+
+
+def test_intake_put_waits_while_full_until_a_batch_is_taken():
+    async def scenario() -> tuple[bool, bool]:
+        intake = Intake(Backlog(3, 10**6))
+        put = asyncio.create_task(intake.put([Record(b"a", offset) for offset in range(5)]))
+        await asyncio.sleep(0.01)
+        waited = not put.done()
+        await anext(intake.batches(2, 2, 0.0, lambda: 1))  # 3 left: still full
+        await asyncio.sleep(0.01)
+        still = not put.done()
+        await anext(intake.batches(2, 2, 0.0, lambda: 1))  # 1 left
+        await asyncio.wait_for(put, 1)
+        return waited, still
+
+    assert asyncio.run(scenario()) == (True, True)
+
+
+def test_intake_drops_what_was_read_before_a_rebalance():
+    async def scenario() -> list[int]:
+        generation = [1]
+        intake = Intake(Backlog(100, 10**6))
+        first = asyncio.ensure_future(anext(intake.batches(100, 100, 0.0, lambda: generation[0])))
+        await asyncio.sleep(0)  # the fold agent waits for records of generation 1
+        await intake.put([Record(b"a", 0), Record(b"b", 1)])
+        generation[0] = 2  # a rebalance: read again from the committed offsets
+        await intake.put([Record(b"a", 0, generation_id=2)])
+        return [r.offset for r in await first]
+
+    assert asyncio.run(scenario()) == [0]
