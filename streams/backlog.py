@@ -12,7 +12,7 @@ folded, by offset).  Commits stay correct because a record is acked only once fo
 stored, and the consumer never commits past an unacked record (`worker._Consumer`).
 
 Reading ahead only helps if the reading is fast: the consumer hands each fetch of the input log
-to an `Intake` whole (`worker._Consumer.taps`), so the records behind a burst reach the backlog
+to an `Intake` whole (`worker._App.taps`), so the records behind a burst reach the backlog
 in milliseconds instead of waiting for Faust to deliver the burst one record at a time.
 """
 

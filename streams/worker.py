@@ -389,7 +389,8 @@ async def answer_job(raw: bytes | None, run: Callable[[ModelJob], Awaitable[Mode
 
 
 class _Consumer(faust.transport.drivers.aiokafka.Consumer):
-    """Faust's consumer, with a short fetch wait and three repairs to what it commits.
+    """Faust's consumer, with a short fetch wait, the input log handed over a fetch at a time
+    (`_wait_next_records`), and three repairs to what it commits.
 
     - Its driver hard-codes `fetch_max_wait_ms` to 1500, so a model result written while a
       fetch was waiting sat up to 1.5 s behind it.
