@@ -68,7 +68,10 @@ OTHERS = tuple(f"other-{k}" for k in range(10))
 # ~8 s) decided the p99 of whichever window they fell in.
 OTHER_WORDS = {thread: 25 + k for k, thread in enumerate(OTHERS)}
 INTERVAL = 0.1  # one message per other thread every 100 ms
-BASELINE_S = 8.0
+# At least as long as the burst phase (12-20 s): each other thread has a blocking cycle every ~8 s,
+# and an 8 s baseline often held too few of them; its p99 (down to 58 ms) was then the threads'
+# latency between cycles, against a burst window that always had its share.
+BASELINE_S = 20.0
 CAUGHT_UP_S = 1.0  # warm-up ends once every message sent this long ago has its status
 INTAKE_S = 2.0  # the burst's first seconds, reported apart
 GAP_S = 1.0  # baseline samples sent this close to the burst's start are not counted
@@ -396,12 +399,12 @@ def test_burst_on_one_thread_keeps_the_worker_and_the_other_threads(new_env):
         seen = Counter([m["id"] for m in other["messages"]] + other["observedMessageIds"])
         assert sorted(seen) == sorted(sent_ids[thread]) and set(seen.values()) == {1}, thread
         assert all(i in watch.status_ms for i in sent_ids[thread]), thread
-    # The target, printed, not asserted: met in most runs, not reliably (issue 10).  With the
-    # fetch hand-over (`worker._Consumer._wait_next_records`) the records behind the burst reach
-    # the fold agent at once, and the burst's first 2 s no longer cost 1-2 s; what is left is a
-    # stall of 300-500 ms in some runs about 0.3-0.8 s into the burst, while batches store the
-    # burst thread's held inputs (400-550 state records, one producer send each) and the
-    # others' blocking cycles wait for the model agent in the same event loop.
+    # The target, printed, not asserted: met in the last runs, with too little margin to call it
+    # reliable (issue 10).  With the fetch hand-over (`worker._Consumer._wait_next_records`) the
+    # records behind the burst reach the fold agent at once, and the burst's first 2 s no longer
+    # cost 1-2 s.  Four runs: p99 125 -> 125, 71 -> 135, 63 -> 112, 76 -> 122 ms (limits 251, 143,
+    # 126, 152); the p50 triples (10 -> 33 ms): while the burst lasts, every batch carries 32 of
+    # its records, and a message waits for up to two such batches.
     verdict = "within" if burst_pq <= limit else "NOT within"
     print(f"  target: other threads' p{q} {burst_pq:.0f} ms during the burst is {verdict} 2x "
           f"the {base_pq:.0f} ms without it (limit {limit:.0f} ms)")
