@@ -61,7 +61,6 @@ import faust.transport.drivers.aiokafka
 import orjson
 import rocksdict
 from faust.types import TP
-from mode.services import WaitResults
 
 from omstream.schemas.codec import DecodeFailure, decode_input, decode_job, encode
 from omstream.schemas.control import ResourceDeleted
@@ -447,24 +446,6 @@ class _Consumer(faust.transport.drivers.aiokafka.Consumer):
 
     def _new_consumer_thread(self):
         return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
-
-    async def wait_first(self, *coros: Any, timeout: Any = None) -> Any:
-        """Faust's fetch loop delivers each record with `wait_first(callback(message),
-        suspend_flow.wait())`: four tasks made and cancelled per record (the two, and the
-        service's stop and crash), measured at about half its CPU per record.  While the flow
-        is active the delivery is awaited inline instead.  A delivery that blocks on a full
-        buffer when a rebalance begins is not cut short by the suspension but by the rebalance
-        stopping the fetcher, which cancels it just after (the same record dropped, read again
-        after the seek)."""
-        first, *rest = coros
-        if timeout is None and asyncio.iscoroutine(first) and self.flow_active and not self.should_stop:
-            for other in rest:
-                if asyncio.iscoroutine(other):
-                    other.close()
-            result = await first
-            await asyncio.sleep(0)  # let the stream take it, so the buffer is not filled in one go
-            return WaitResults([first], [result], False)
-        return await super().wait_first(*coros, timeout=timeout)
 
     def ack(self, message) -> bool:
         app = self.app
