@@ -46,7 +46,7 @@ class ProjectionFeed:
     async def start(self) -> None:
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
-        topic = Topics(self.settings.namespace).events
+        topic = Topics.of(self.settings).events
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=self.settings.bootstrap, enable_auto_commit=False, group_id=None,
             isolation_level="read_committed")

@@ -99,6 +99,15 @@ class ModelJob(WireModel):
     jobs from builds that did not record it."""
     input_tokens: Count | None = None
     """The size of what is being observed or reflected, in tokens. Absent when not counted."""
+    sample: Count | None = None
+    """Which answer to the same request is wanted: a request asked again on purpose (an
+    observer answer that looped) is sample 1, so the cache does not hand back the answer that
+    looped. Absent means 0."""
+    version: NonEmptyStr | None = None
+    """The memory version that made the job (`live` when absent); its result goes to it."""
+    config_digest: NonEmptyStr | None = None
+    """Digest of the configuration the job was built under: a version that follows the log
+    applies results of its own digest wherever they come from. Absent on older jobs."""
 
 
 class ModelResult(WireModel):
@@ -143,19 +152,28 @@ class ModelResult(WireModel):
     """When the first attempt started, ISO-8601 (wall clock of the model agent)."""
     completed_at: Timestamp
     """When the last attempt ended, ISO-8601 (wall clock of the model agent)."""
+    version: NonEmptyStr | None = None
+    """The `version` of the job answered (`live` when absent)."""
+    config_digest: NonEmptyStr | None = None
+    """The `configDigest` of the job answered. Absent on older results."""
+    cached: bool | None = None
+    """True when the answer came from the model-result cache (an earlier call with the same
+    `requestHash`), without a model call. Absent means a model call was made."""
 
 
 def request_hash(model: str, messages: Sequence[ChatMessage], settings: dict[str, Any], *,
                  provider_options: dict[str, Any] | None = None,
-                 fallbacks: Sequence[str] | None = None) -> str:
+                 fallbacks: Sequence[str] | None = None, sample: int = 0) -> str:
     """Content hash of a model request: equal requests may share one cached result.
 
-    Provider options and fallbacks enter the hash only when given, so the hashes of requests
-    without them are those earlier builds wrote.
+    Provider options, fallbacks and a sample number enter the hash only when given, so the
+    hashes of requests without them are those earlier builds wrote.
     """
     body: dict[str, Any] = {"model": model, "messages": [m.wire() for m in messages], "settings": settings}
     if provider_options:
         body["providerOptions"] = provider_options
     if fallbacks:
         body["fallbacks"] = list(fallbacks)
+    if sample:
+        body["sample"] = sample
     return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()

@@ -185,7 +185,7 @@ async def tail(settings, *, thread: str | None, from_beginning: bool, as_json: b
     from .topics import Topics
 
     consumer = AIOKafkaConsumer(
-        Topics(settings.namespace).events, bootstrap_servers=settings.bootstrap, group_id=None,
+        Topics.of(settings).events, bootstrap_servers=settings.bootstrap, group_id=None,
         auto_offset_reset="earliest" if from_beginning else "latest", enable_auto_commit=False)
     await consumer.start()
     seen = 0

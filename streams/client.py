@@ -71,7 +71,7 @@ def _position(metadata: Any) -> LogPosition:
 class OmClient:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.topics = Topics(settings.namespace)
+        self.topics = Topics.of(settings)
         self._producer = None
 
     async def __aenter__(self) -> OmClient:
@@ -201,7 +201,7 @@ async def known_thread(settings: Settings, thread_id: str, resource_id: str | No
     from aiokafka import AIOKafkaConsumer, TopicPartition
     from aiokafka.partitioner import DefaultPartitioner
 
-    topics = Topics(settings.namespace)
+    topics = Topics.of(settings)
     key = memory_key(settings.om, thread_id, resource_id).encode()
     layout = await partitions_of(settings.bootstrap, [topics.log])
     if not layout.get(topics.log):

@@ -4,6 +4,7 @@ A file holds two tables, read by the worker, the web server and the CLI alike::
 
     [omstream]                 # where things run
     namespace = "om"           # prefix of every topic, consumer group and table
+    version = "live"           # the memory version this process folds or serves
     bootstrap = "127.0.0.1:9092"
     partitions = 4
 
@@ -16,7 +17,8 @@ Environment variables override the file: `OM_NAMESPACE`, `OM_BOOTSTRAP`, `OM_PAR
 limits `OM_MAX_RECORD_BYTES`, `OM_MAX_DEPTH`, `OM_MAX_PARTS`, `OM_MAX_TEXT_CHARS`,
 `OM_MAX_CLOCK_SKEW_MS`, `OM_MAX_HELD` (see `omstream.limits` for their defaults), the model
 agents' `OM_JOB_DEADLINE_MS`, the fold agent's `OM_BATCH_MAX`, `OM_MEMORY_BATCH_MAX`,
-`OM_BATCH_WAIT_MS` and `OM_STATE_CACHE`, the worker's `OM_INSTANCE_ID`, and `OM_CONFIG` names
+`OM_BATCH_WAIT_MS` and `OM_STATE_CACHE`, the worker's `OM_INSTANCE_ID`, the memory version
+`OM_VERSION` and its `OM_FOLD_MODE`, and `OM_CONFIG` names
 the file.
 When `bootstrap` is set nowhere, it follows `broker_port` (the local broker `om` starts).
 
@@ -42,7 +44,7 @@ import yaml
 from omstream.limits import Limits
 from omstream.schemas.config import OmConfig, OmConfigError, Problem, load_om_config
 
-__all__ = ["Settings", "SettingsError", "env_problems", "file_problems", "load_settings",
+__all__ = ["LIVE", "Settings", "SettingsError", "env_problems", "file_problems", "load_settings",
            "read_config_file"]
 
 ENV_PREFIX = "OM_"
@@ -52,11 +54,18 @@ OPTIONS_TABLES = ("observationalMemory", "observational_memory")
 
 
 _LIMITS = Limits()  # their defaults live in one place
+LIVE = "live"  # the version every namespace has, under the names it had before versions
 
 
 @dataclass(frozen=True)
 class Settings:
     namespace: str = "om"
+    # The memory version (omstream.topics): its outputs, group and state carry the name.
+    version: str = LIVE
+    # How the version applies model results: "follow" the log's order (the live version, and a
+    # replay under the live configuration) or "settled" (a replay under another configuration:
+    # each result before the memory's next input).  `om replay` chooses it.
+    fold_mode: str = "follow"
     bootstrap: str = "127.0.0.1:9092"
     partitions: int = 4
     data_dir: Path = Path(".omstream")
@@ -98,7 +107,10 @@ class Settings:
 
     @property
     def app_id(self) -> str:
-        return f"omstream-{self.namespace}"
+        """The consumer group and table prefix of this version's worker."""
+        if self.version == LIVE:
+            return f"omstream-{self.namespace}"
+        return f"omstream-{self.namespace}.v.{self.version}"
 
 
 class SettingsError(ValueError):
@@ -114,6 +126,7 @@ _KINDS: dict[str, str] = {f.name: str(f.type) for f in fields(Settings) if f.nam
 _KIND_WORDS = {"int": "an integer", "float": "a number", "str": "a string", "Path": "a path (a string)"}
 # Kafka's legal topic characters: the namespace prefixes every topic name.
 _NAMESPACE = re.compile(r"[A-Za-z0-9._-]{1,200}")
+VERSION_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,47}")
 
 
 def _one_line(text: str, limit: int = 240) -> str:
@@ -179,6 +192,11 @@ def _out_of_range(name: str, value: Any) -> str | None:
     """Why a well-typed value still cannot work, or None."""
     if name == "namespace" and not _NAMESPACE.fullmatch(value):
         return f"use letters, digits, '.', '_' or '-' (it prefixes every topic name), got {value!r}"
+    if name == "version" and not VERSION_NAME.fullmatch(value):
+        return (f"use lower-case letters, digits, '_' or '-' (at most 48, starting with a letter or "
+                f"digit; it names topics and a consumer group), got {value!r}")
+    if name == "fold_mode" and value not in ("follow", "settled"):
+        return f"expected 'follow' or 'settled', got {value!r}"
     if name == "bootstrap":
         for server in value.split(","):
             host, _, port = server.strip().rpartition(":")

@@ -31,7 +31,7 @@ from omstream.schemas.messages import Message
 from .conversation import read_conversation, turns
 from .engine.fold import EngineConfig, Input, fold, memory_key, new_state
 from .engine.state import MemoryState
-from .models.calls import RetryPolicy
+from .models.calls import RetryPolicy, untimed
 from .models.hooks import Hooks, run_job_with_hooks
 
 __all__ = ["Simulation", "format_timeline", "settle", "simulate", "turns"]
@@ -71,8 +71,7 @@ async def settle(sim: Simulation, jobs: list[ModelJob], policy: RetryPolicy, hoo
         result = await run_job_with_hooks(job, policy, hooks)
         sim.results.append(result)
         if not measured:
-            result = result.model_copy(update={"started_at": job.created_at,
-                                               "completed_at": job.created_at})
+            result = untimed(result, job)
         jobs.extend(sim.feed(result))
 
 

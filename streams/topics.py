@@ -4,6 +4,12 @@ Every input of the fold is a record of one topic, `<ns>.log`, keyed by the memor
 partition owns a memory and the order in which the fold applies a memory's inputs is the log's.
 The output topics share its partition count (events and jobs are keyed the same way).  Creating them up front matters: a topic auto-created by a producer
 would get the broker's default partition count and break that co-partitioning.
+
+A namespace holds memory *versions* (`omstream.versions`): each has its own outputs (events,
+jobs, dead letters), consumer group and state table, and all of them fold the one input log.
+The live version keeps the names it always had (`<ns>.events`); another version NAME writes
+`<ns>.v.NAME.events`.  Two topics are shared by every version: the model-result cache
+(`<ns>.cache`, compacted by request hash) and the version registry (`<ns>.versions`).
 """
 
 from __future__ import annotations
@@ -11,12 +17,13 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from .settings import Settings
+from .settings import LIVE, Settings
 
 __all__ = ["TopicLayoutError", "TopicSpec", "Topics", "ensure_topics"]
 
 FOREVER = {"retention.ms": "-1", "retention.bytes": "-1"}
 WEEK = {"retention.ms": str(7 * 24 * 3600 * 1000)}
+COMPACT = {"cleanup.policy": "compact"}
 
 
 class TopicLayoutError(RuntimeError):
@@ -33,23 +40,43 @@ class TopicSpec:
 @dataclass(frozen=True)
 class Topics:
     namespace: str
+    version: str = LIVE
+
+    @classmethod
+    def of(cls, settings: Settings) -> Topics:
+        return cls(settings.namespace, settings.version)
 
     @property
     def log(self) -> str:
-        """The one ordered input log: messages, agent-loop markers, commands and model results."""
+        """The one ordered input log: messages, agent-loop markers, commands and model results.
+        Shared by every version."""
         return f"{self.namespace}.log"
 
     @property
+    def cache(self) -> str:
+        """Model results by request hash, shared by every version (compacted)."""
+        return f"{self.namespace}.cache"
+
+    @property
+    def versions(self) -> str:
+        """The version registry: each version's configuration, and the one readers default to."""
+        return f"{self.namespace}.versions"
+
+    @property
+    def _prefix(self) -> str:
+        return self.namespace if self.version == LIVE else f"{self.namespace}.v.{self.version}"
+
+    @property
     def jobs(self) -> str:
-        return f"{self.namespace}.jobs"
+        return f"{self._prefix}.jobs"
 
     @property
     def events(self) -> str:
-        return f"{self.namespace}.events"
+        return f"{self._prefix}.events"
 
     @property
     def dlq(self) -> str:
-        return f"{self.namespace}.dlq"
+        return f"{self._prefix}.dlq"
 
     @staticmethod
     def state_changelog(app_id: str) -> str:
@@ -65,7 +92,9 @@ class Topics:
             TopicSpec(self.events, n, FOREVER),
             TopicSpec(self.dlq, 1, FOREVER),
             TopicSpec(self.jobs, n, WEEK),
-            TopicSpec(self.state_changelog(settings.app_id), n, {"cleanup.policy": "compact"}),
+            TopicSpec(self.state_changelog(settings.app_id), n, COMPACT),
+            TopicSpec(self.cache, n, COMPACT),
+            TopicSpec(self.versions, 1, COMPACT),
         ]
 
 
@@ -73,7 +102,7 @@ async def ensure_topics(settings: Settings) -> list[str]:
     """Create missing topics; refuse existing ones whose partition count differs. Returns created."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-    specs = Topics(settings.namespace).specs(settings)
+    specs = Topics.of(settings).specs(settings)
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap, request_timeout_ms=15000)
     await admin.start()
     try:

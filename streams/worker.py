@@ -66,14 +66,15 @@ from omstream.schemas.codec import DecodeFailure, decode_input, decode_job, enco
 from omstream.schemas.control import ResourceDeleted
 from omstream.schemas.jobs import JobKind, ModelJob, ModelResult
 from omstream.schemas.messages import Message
-from omstream.engine.fold import EngineConfig, fold, holds, memory_key, new_state
+from omstream.engine.fold import EngineConfig, addressed, fold, holds, memory_key, new_state
 from omstream.engine.state import MemoryState
-from omstream.models.calls import RetryPolicy, warm_up
+from omstream.models.cache import ResultCache, answer_from
+from omstream.models.calls import RetryPolicy, untimed, warm_up
 from omstream.models.hooks import Hooks, run_job_with_hooks
 
 from .backlog import Backlog, Intake
 from .limits import Limits, check_held, check_message, check_raw
-from .settings import Settings
+from .settings import LIVE, Settings
 from .signing import HEADER, result_key, sign, signed
 from .storage import Memories, StateCache, TooLarge
 from .topics import Topics
@@ -238,6 +239,8 @@ def _fold_checked(ctx: FoldContext, message, memories: Memories) -> Outcome:
     if isinstance(record, DecodeFailure):
         raise _Refused(record.code, record.reason)
     key = _checked_key(ctx, message, record)
+    if isinstance(record, ModelResult) and not addressed(record, ctx.config):
+        return Outcome()  # another version's: not even its position is part of this memory
     if isinstance(record, Message):
         violation = check_message(record, ctx.limits, _log_time_ms(message))
         if violation is not None:
@@ -348,7 +351,8 @@ def _read_job_fields(raw: bytes | None) -> dict[str, Any] | None:
     kind = data.get("kind")
     return {"kind": kind if kind in get_args(JobKind) else "observe", "cycle_id": cycle,
             "memory_key": key, "thread_id": text("threadId", key.split(":", 1)[-1]),
-            "request_hash": text("requestHash", "unreadable"), "model": text("model", "unknown")}
+            "request_hash": text("requestHash", "unreadable"), "model": text("model", "unknown"),
+            "version": text("version", LIVE), "config_digest": data.get("configDigest") or None}
 
 
 def failed_result(fields: dict[str, Any], started: datetime, code: str, error: str) -> ModelResult:
@@ -359,16 +363,18 @@ def failed_result(fields: dict[str, Any], started: datetime, code: str, error: s
 
 def _job_fields(job: ModelJob) -> dict[str, Any]:
     return {"kind": job.kind, "cycle_id": job.cycle_id, "memory_key": job.memory_key,
-            "thread_id": job.thread_id, "request_hash": job.request_hash, "model": job.model}
+            "thread_id": job.thread_id, "request_hash": job.request_hash, "model": job.model,
+            "version": job.version, "config_digest": job.config_digest}
 
 
-async def answer_job(raw: bytes | None, run: Callable[[ModelJob], Awaitable[ModelResult]],
-                     deadline_s: float) -> ModelResult | str:
+async def answer_job(raw: bytes | None, run: Callable[[ModelJob], Awaitable[ModelResult | None]],
+                     deadline_s: float) -> ModelResult | str | None:
     """The answer to one `<ns>.jobs` record, always, unless it names no cycle to answer.
 
     A job that cannot be decoded, a run that raises and a run past `deadline_s` all answer with
     a failed result (`invalid-job`, `error`, `deadline`), so the cycle waiting for it ends.
-    Returns the reason instead when the record names no memory key and cycle id.
+    Returns the reason instead when the record names no memory key and cycle id, and None when
+    `run` does (the answer is in the log already).
     """
     started = datetime.now(timezone.utc)
     try:
@@ -578,8 +584,8 @@ class StateStore:
 
 
 def build_app(settings: Settings) -> faust.App:
-    topics = Topics(settings.namespace)
-    config = EngineConfig(settings.om)
+    topics = Topics.of(settings)
+    config = EngineConfig(settings.om, settings.version, settled=settings.fold_mode == "settled")
     (settings.data_dir / "worker").mkdir(parents=True, exist_ok=True)  # faust makes only the last level
     app = _App(
         settings.app_id,
@@ -679,10 +685,27 @@ def build_app(settings: Settings) -> faust.App:
             if storing is not None and not storing.done():
                 storing.cancel()  # its records stay unacked: they are read again
 
+    answers = ResultCache(settings.bootstrap, topics.cache,
+                          settings.data_dir / "worker" / settings.app_id / "result-cache", key_for_results)
+
+    async def call_or_recall(job: ModelJob) -> ModelResult | None:
+        """The answer to a job: from the cache when an equal request was answered before, else
+        from the model.  None when the cached answer is in the log already for this very
+        cycle, in a form this version applies (the job ran before a crash): nothing to send."""
+        cached = answers.get(job)
+        if cached is None:
+            result = await run_job_with_hooks(job, policy, hooks)
+            return untimed(result, job) if config.settled else result
+        if cached.memory_key == job.memory_key and cached.cycle_id == job.cycle_id and addressed(cached, config):
+            return None
+        return answer_from(cached, job)
+
     async def answer(message) -> None:
-        """Answer one job record: its signed result on the log (or a dead letter)."""
-        result = await answer_job(message.value, lambda job: run_job_with_hooks(job, policy, hooks),
-                                  settings.job_deadline_ms / 1000)
+        """Answer one job record: its signed result on the log (or a dead letter), and a new
+        answer in the cache."""
+        result = await answer_job(message.value, call_or_recall, settings.job_deadline_ms / 1000)
+        if result is None:
+            return
         if isinstance(result, str):
             await until_done("dead-letter a job", lambda: send_all(
                 app, _dead(context, message, "invalid", result).records))
@@ -692,6 +715,12 @@ def build_app(settings: Settings) -> faust.App:
         await until_done("send a model result", lambda: send_all(
             app, [(topics.log, result.memory_key.encode(), value)],
             headers=[(HEADER, sign(key_for_results, value))]))
+        if result.ok and not result.cached:
+            # After the log has it: an entry in the cache means the answer is in the log.
+            key, entry, headers = answers.entry(result)
+            await until_done("cache a model result", lambda: send_all(app, [(topics.cache, key, entry)],
+                                                                      headers=headers))
+            answers.remember(key, entry)
 
     hooks = Hooks.from_config(settings.om)  # §13 lifecycle hooks; they never fail a job
 
@@ -713,6 +742,7 @@ def build_app(settings: Settings) -> faust.App:
         finally:
             gc.enable()
         gc.freeze()
+        await answers.start()
         log.info("model agent ready")
         slots = asyncio.Semaphore(settings.model_concurrency)
         running: deque[tuple[Any, asyncio.Task]] = deque()

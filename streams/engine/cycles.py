@@ -192,13 +192,18 @@ def _job(step: Step, cycle: Cycle, messages: tuple[ChatMessage, ...], *, reflect
         fallbacks = tuple(e.model for e in agent.spec[1:] if e.enabled) or None
     settings = dict(agent.settings)
     options = agent.provider_options or None
+    # An observer request asked again because its answer looped wants another answer.
+    sample = 0 if reflector else cycle.level
+    config = step.config
     return ModelJob(
         kind=cycle.kind, cycle_id=cycle.cycle_id, memory_key=state.memory_key,
         thread_id=state.thread_id, generation=state.generation,
         cursor=iso(state.cursor) if state.cursor else None, model=model, messages=messages,
         settings=settings, provider_options=options, fallbacks=fallbacks,
-        request_hash=request_hash(model, messages, settings, provider_options=options, fallbacks=fallbacks),
+        request_hash=request_hash(model, messages, settings, provider_options=options,
+                                  fallbacks=fallbacks, sample=sample),
         created_at=cycle.started_at, trigger=trigger, input_tokens=input_tokens,
+        sample=sample or None, version=config.version, config_digest=config.digest,
     )
 
 

@@ -56,7 +56,8 @@ from .temporal import TimedMessage, plan_temporal_gap
 from .tokens import Counter, count_message
 from .transcript import SIGNAL, message_lines
 
-__all__ = ["EngineConfig", "Folded", "Input", "Rejected", "fold", "holds", "memory_key", "new_state"]
+__all__ = ["EngineConfig", "Folded", "Input", "Rejected", "addressed", "fold", "holds", "memory_key",
+           "new_state"]
 
 Input = InputRecord
 _INPUT = TypeAdapter(InputRecord)
@@ -76,7 +77,12 @@ def new_state(key: str, thread_id: str, resource_id: str | None) -> MemoryState:
 def fold(state: MemoryState, event: Input, config: EngineConfig, *,
          log_time: datetime | None = None) -> Folded:
     """Fold one input.  `log_time` is the record's timestamp in the input log (the worker passes
-    it; it is part of the log, so a refold sees the same): the clock of `cycleDeadline`."""
+    it; it is part of the log, so a refold sees the same): the clock of `cycleDeadline`.  A
+    settled version has no such clock: its cycles end only with their own results."""
+    if isinstance(event, ModelResult) and not addressed(event, config):
+        return Folded(state, (), (), ())
+    if config.settled:
+        log_time = None
     step = Step(state, config)
     blocking = state.in_flight
     _apply(step, event, log_time)
@@ -103,7 +109,7 @@ def _apply(step: Step, event: Input, log_time: datetime | None = None) -> None:
             _delete(step, event)
     else:
         _expire_overdue(step, log_time)
-        if step.state.in_flight is not None:
+        if _busy(step.state, step.config):
             _hold(step, event)
         else:
             _handle(step, event)
@@ -119,13 +125,32 @@ def _expire_overdue(step: Step, log_time: datetime | None) -> None:
         _release_held(step)
 
 
+def addressed(result: ModelResult, config: EngineConfig) -> bool:
+    """Whether a model result in the log is an input of this version.
+
+    Its own results are.  A version that follows the log also applies results made under its
+    configuration digest by another version: the same decisions made the same request, so that
+    answer is its answer, at the position the log gives it.  Anything else is another
+    version's traffic and changes nothing here, not even with an event."""
+    if (result.version or "live") == config.version:
+        return True
+    return not config.settled and result.config_digest == config.digest
+
+
+def _busy(state: MemoryState, config: EngineConfig) -> bool:
+    """Whether the memory holds its next input: a blocking cycle is in flight, or, settled, any."""
+    if state.in_flight is not None:
+        return True
+    return config.settled and (state.buffering is not None or state.reflection_buffering is not None)
+
+
 def holds(state: MemoryState, event: Input, config: EngineConfig, *,
           log_time: datetime | None = None) -> bool:
-    """Whether `fold` holds `event` behind the blocking cycle in flight (at least until the
-    cycle ends), so a worker can bound how many inputs one memory holds."""
-    if state.in_flight is None or isinstance(event, (ModelResult, ThreadDeleted, ResourceDeleted)):
+    """Whether `fold` holds `event` behind the cycle in flight (at least until the cycle ends),
+    so a worker can bound how many inputs one memory holds."""
+    if not _busy(state, config) or isinstance(event, (ModelResult, ThreadDeleted, ResourceDeleted)):
         return False
-    return not cycles.is_overdue(state.blocked_since, log_time, config)
+    return config.settled or not cycles.is_overdue(state.blocked_since, log_time, config)
 
 
 def _handle(step: Step, event: Input) -> None:
@@ -172,8 +197,8 @@ def _hold(step: Step, event: Input) -> None:
 
 
 def _release_held(step: Step) -> None:
-    """Fold the inputs held during a blocking cycle, until one blocks again."""
-    while step.state.held and step.state.in_flight is None:
+    """Fold the inputs held during a cycle, until one holds them again."""
+    while step.state.held and not _busy(step.state, step.config):
         raw, rest = step.state.held[0], step.state.held[1:]
         step.update(held=rest)
         event = _INPUT.validate_python(raw)

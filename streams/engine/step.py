@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+
+import orjson
 
 from omstream.schemas.config import OmConfig, ResolvedConfig, resolve_retention_floor
 from omstream.schemas.events import MarkerConfig
@@ -14,7 +17,13 @@ from .state import MemoryState
 from .thresholds import effective_message_threshold, effective_reflection_threshold
 from .tokens import Counter, count_messages, get_counter
 
-__all__ = ["EngineConfig", "Folded", "Rejected", "Step", "replace_fields"]
+__all__ = ["EngineConfig", "Folded", "Rejected", "Step", "config_digest", "replace_fields"]
+
+
+def config_digest(om: OmConfig) -> str:
+    """A short content hash of the options: equal digests make equal decisions and requests."""
+    body = orjson.dumps(om.model_dump(mode="json", by_alias=True), option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(body).hexdigest()[:16]
 
 
 def replace_fields(state: MemoryState, changes: dict[str, object]) -> MemoryState:
@@ -31,14 +40,27 @@ def replace_fields(state: MemoryState, changes: dict[str, object]) -> MemoryStat
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """The options, resolved once into the numbers the fold decides with."""
+    """The options, resolved once into the numbers the fold decides with.
+
+    `version` is the memory version folding (its jobs carry it, and its results come back with
+    it).  A version either *follows* the log (`settled=False`, the live version and a replay
+    under the live configuration): it applies the results recorded under its own configuration
+    digest wherever they sit in the log, exactly as a crash recovery refolds them.  Or it is
+    *settled* (a replay under another configuration): every job it has in flight, background
+    ones too, holds the memory's later inputs until its own result comes back, so what it
+    decides never depends on how fast a model answered (the semantics of `om simulate`).
+    """
 
     om: OmConfig
+    version: str = "live"
+    settled: bool = False
     resolved: ResolvedConfig = field(init=False)
     counter: Counter = field(init=False)
     cycle_deadline: timedelta = field(init=False)  # parsed once: it is read for every held input
+    digest: str = field(init=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "digest", config_digest(self.om))
         object.__setattr__(self, "resolved", self.om.resolved())
         object.__setattr__(self, "counter", get_counter(self.om.token_counter))
         object.__setattr__(self, "cycle_deadline", timedelta(milliseconds=self.om.cycle_deadline_ms))

@@ -56,6 +56,7 @@ __all__ = [
     "model_provider",
     "run_job",
     "translate_settings",
+    "untimed",
     "warm_up",
 ]
 
@@ -375,7 +376,15 @@ def _result(job: ModelJob, started: datetime, *, ok: bool, model: str, attempts:
         error_code=failure.code if failure else None, error_status=failure.status if failure else None,
         model=model, attempts=attempts, usage=usage, provider_metadata=metadata,
         started_at=started, completed_at=datetime.now(timezone.utc),
+        version=job.version, config_digest=job.config_digest,
     )
+
+
+def untimed(result: ModelResult, job: ModelJob) -> ModelResult:
+    """The result stamped as taking no time (starting and ending when the job was made): a
+    settled run (`om simulate`, a settled replay) then writes the same log however long the
+    model took."""
+    return result.model_copy(update={"started_at": job.created_at, "completed_at": job.created_at})
 
 
 async def run_job(job: ModelJob, policy: RetryPolicy = RetryPolicy(), *,
