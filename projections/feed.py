@@ -63,17 +63,25 @@ class ProjectionFeed:
             await self._consumer.stop()
 
     async def run(self) -> None:
-        assert self._consumer is not None
         while True:
-            batch = await self._consumer.getmany(timeout_ms=500, max_records=2000)
-            for tp, records in batch.items():
-                for record in records:
-                    self._apply(tp.partition, record.value)
-            if not self.ready:
-                await self._check_ready()
-            if batch:
-                async with self.changed:
-                    self.changed.notify_all()
+            await self._read()
+
+    async def read_to_end(self) -> None:
+        """Read up to the end offsets taken at `start` (a one-off projection)."""
+        while not self.ready:
+            await self._read()
+
+    async def _read(self) -> None:
+        assert self._consumer is not None
+        batch = await self._consumer.getmany(timeout_ms=500, max_records=2000)
+        for tp, records in batch.items():
+            for record in records:
+                self._apply(tp.partition, record.value)
+        if not self.ready:
+            await self._check_ready()
+        if batch:
+            async with self.changed:
+                self.changed.notify_all()
 
     async def _check_ready(self) -> None:
         for tp, end in self._ends.items():

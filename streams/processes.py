@@ -62,7 +62,8 @@ def start_child(settings: Settings, command: str, log: Path) -> subprocess.Popen
     if settings.config_file:
         args += ["--config", str(settings.config_file)]
     env = {**os.environ, "OM_DATA_DIR": str(settings.data_dir), "OM_NAMESPACE": settings.namespace,
-           "OM_WEB_PORT": str(settings.web_port), "PYTHONUNBUFFERED": "1"}
+           "OM_WEB_PORT": str(settings.web_port), "OM_VERSION": settings.version,
+           "OM_FOLD_MODE": settings.fold_mode, "PYTHONUNBUFFERED": "1"}
     with open(log, "ab") as out:
         return subprocess.Popen([*args, command], stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=env, start_new_session=True)

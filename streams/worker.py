@@ -78,6 +78,7 @@ from .settings import LIVE, Settings
 from .signing import HEADER, result_key, sign, signed
 from .storage import Memories, StateCache, TooLarge
 from .topics import Topics
+from .versions import WorkerStats, register, stats_path, version_info
 
 __all__ = ["FoldContext", "Outcome", "answer_job", "build_app", "dead_letter", "fold_batch", "fold_record",
            "log_model_call"]
@@ -132,6 +133,17 @@ def log_model_call(result: ModelResult) -> None:
     log.warning("model call failed: %s", result.error_code or "error", extra={
         **fields, "errorCode": result.error_code, "errorStatus": result.error_status,
         "error": (result.error or "")[:300]})
+
+
+def count_call(stats: WorkerStats, result: ModelResult) -> None:
+    """A result sent: a cache hit, or a model call (with its cost when litellm knew the price)."""
+    if result.cached:
+        stats.cache_hits += 1
+        return
+    stats.model_calls += 1
+    cost = ((result.provider_metadata or {}).get("litellm") or {}).get("cost")
+    if isinstance(cost, (int, float)):
+        stats.cost_usd += cost
 
 
 def _stamped(events: tuple, offset: int) -> list:
@@ -637,6 +649,8 @@ def build_app(settings: Settings) -> faust.App:
         for message in batch:
             app.consumer.ack(message)
 
+    stats_file = stats_path(settings)
+    stats = WorkerStats.load(stats_file)
     intake = Intake(Backlog(BACKLOG_RECORDS, BACKLOG_BYTES))
     app.taps[topics.log] = intake.put
 
@@ -676,6 +690,8 @@ def build_app(settings: Settings) -> faust.App:
                 if storing is not None:
                     await storing
                 storing = asyncio.ensure_future(store_and_ack(batch, phases, unsaved))
+                for key, loaded in unsaved.items():
+                    stats.memories[key.decode()] = [loaded.state.observation_tokens, loaded.state.generation]
                 log.debug("batch", extra={"records": len(batch), "outputs": len(records),
                                           "writes": sum(map(len, phases)),
                                           "foldMs": round((folded - started) * 1000, 1),
@@ -688,12 +704,20 @@ def build_app(settings: Settings) -> faust.App:
     answers = ResultCache(settings.bootstrap, topics.cache,
                           settings.data_dir / "worker" / settings.app_id / "result-cache", key_for_results)
 
+    answering: dict[str, asyncio.Event] = {}  # request hash -> set once its answer is cached
+
     async def call_or_recall(job: ModelJob) -> ModelResult | None:
         """The answer to a job: from the cache when an equal request was answered before, else
         from the model.  None when the cached answer is in the log already for this very
         cycle, in a form this version applies (the job ran before a crash): nothing to send."""
         cached = answers.get(job)
+        if cached is None and job.request_hash in answering:
+            # An equal request is being answered (twenty threads may ask the same at once):
+            # its answer, once cached, is this one's.  If it failed, this one asks again.
+            await answering[job.request_hash].wait()
+            cached = answers.get(job)
         if cached is None:
+            answering.setdefault(job.request_hash, asyncio.Event())
             result = await run_job_with_hooks(job, policy, hooks)
             return untimed(result, job) if config.settled else result
         if cached.memory_key == job.memory_key and cached.cycle_id == job.cycle_id and addressed(cached, config):
@@ -703,14 +727,24 @@ def build_app(settings: Settings) -> faust.App:
     async def answer(message) -> None:
         """Answer one job record: its signed result on the log (or a dead letter), and a new
         answer in the cache."""
-        result = await answer_job(message.value, call_or_recall, settings.job_deadline_ms / 1000)
+        result = None
+        try:
+            result = await answer_job(message.value, call_or_recall, settings.job_deadline_ms / 1000)
+            await publish(message, result)
+        finally:
+            if isinstance(result, ModelResult) and not result.cached and result.request_hash in answering:
+                answering.pop(result.request_hash).set()
+
+    async def publish(message, result: ModelResult | str | None) -> None:
         if result is None:
+            stats.cache_hits += 1
             return
         if isinstance(result, str):
             await until_done("dead-letter a job", lambda: send_all(
                 app, _dead(context, message, "invalid", result).records))
             return
         log_model_call(result)
+        count_call(stats, result)
         value = encode(result)
         await until_done("send a model result", lambda: send_all(
             app, [(topics.log, result.memory_key.encode(), value)],
@@ -743,7 +777,8 @@ def build_app(settings: Settings) -> faust.App:
             gc.enable()
         gc.freeze()
         await answers.start()
-        log.info("model agent ready")
+        await until_done("register the version", lambda: register(settings, version_info(settings)))
+        log.info("model agent ready", extra={"version": settings.version, "foldMode": settings.fold_mode})
         slots = asyncio.Semaphore(settings.model_concurrency)
         running: deque[tuple[Any, asyncio.Task]] = deque()
         acking = asyncio.Lock()
@@ -770,6 +805,10 @@ def build_app(settings: Settings) -> faust.App:
             running.append((event, task))
             # Once it is done (a task is not done inside its own body): ack the finished prefix.
             task.add_done_callback(lambda _: _keep(asyncio.ensure_future(ack_finished())))
+
+    @app.timer(1.0)
+    async def save_stats() -> None:
+        await asyncio.to_thread(stats.save, stats_file)
 
     app.om_state_table = state_table  # type: ignore[attr-defined]
     return app

@@ -46,7 +46,7 @@ class ResultCache:
 
     def __init__(self, bootstrap: str, topic: str, path: Path, key: bytes) -> None:
         self.bootstrap, self.topic, self.path, self._key = bootstrap, topic, path, key
-        self.hits = self.misses = self.refused = 0
+        self.refused = 0
         self._db = None
         self._consumer = None
         self._follow: asyncio.Task | None = None
@@ -100,13 +100,9 @@ class ResultCache:
         return taken
 
     def get(self, job: ModelJob) -> ModelResult | None:
-        """The recorded answer to an equal request, or None; counts hits and misses."""
+        """The recorded answer to an equal request, or None."""
         raw = self._db.get(job.request_hash.encode()) if self._db is not None else None
-        if raw is None:
-            self.misses += 1
-            return None
-        self.hits += 1
-        return ModelResult.model_validate_json(raw)
+        return None if raw is None else ModelResult.model_validate_json(raw)
 
     def entry(self, result: ModelResult) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
         """The cache record of a successful answer: key, value and signature header."""

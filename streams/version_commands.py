@@ -1,0 +1,271 @@
+"""The version commands of `om`: replay, versions, diff, switch, drop.
+
+    om replay --config NEW.toml --as NAME   fold the retained log into version NAME
+    om versions                             every version with its figures
+    om diff A B --thread T                  two versions' context windows of a thread
+    om switch NAME                          the version readers serve by default
+    om drop NAME                            delete a version's topics, group and state
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import difflib
+import shutil
+import sys
+from dataclasses import replace
+from typing import Any
+
+import orjson
+
+__all__ = ["add_commands"]
+
+
+def _settings(args: argparse.Namespace, version: str | None = None):
+    from .settings import load_settings
+
+    settings = load_settings(getattr(args, "config", None))
+    return replace(settings, version=version) if version else settings
+
+
+def _fail(args: argparse.Namespace, reason: str) -> int:
+    print(f"om {args.command}: {reason}", file=sys.stderr)
+    return 1
+
+
+def _check_name(name: str) -> str:
+    from .settings import VERSION_NAME
+
+    if not VERSION_NAME.fullmatch(name):
+        raise argparse.ArgumentTypeError(
+            f"{name!r}: use lower-case letters, digits, '_' or '-' (at most 48, starting with a letter or digit)")
+    return name
+
+
+# --- replay -----------------------------------------------------------------------------------
+def cmd_replay(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from .logs import setup_logging
+    from .replay import ReplayRefused, replay
+    from .settings import LIVE
+
+    if args.as_name == LIVE:
+        return _fail(args, "the live version is folded by `om worker`; replay as another name")
+    setup_logging("WARNING")
+    settings = _settings(args, args.as_name)
+    bar = tqdm(unit="rec", disable=None, file=sys.stderr, dynamic_ncols=True)
+
+    def show(f: dict[str, Any]) -> None:
+        bar.total = f["total"]
+        bar.n = f["folded"]
+        bar.set_postfix_str(f"memories={f['memories']} calls={f['modelCalls']} hits={f['cacheHits']} "
+                            f"{f['recordsPerS']:.0f} rec/s eta={f['etaS']:.0f}s"
+                            + (" caught up, following" if f.get("caughtUp") else ""), refresh=True)
+
+    try:
+        figures = asyncio.run(replay(settings, mode=args.mode, exit_when_caught_up=args.exit_when_caught_up,
+                                     progress=show))
+    except ReplayRefused as exc:
+        bar.close()
+        return _fail(args, str(exc))
+    except KeyboardInterrupt:
+        bar.close()
+        print(f"om replay: stopped; run the same command again to resume version {args.as_name!r}",
+              file=sys.stderr)
+        return 130
+    bar.close()
+    print(orjson.dumps(figures, option=orjson.OPT_INDENT_2).decode())
+    return 0
+
+
+# --- versions ---------------------------------------------------------------------------------
+async def _version_rows(settings) -> list[dict[str, Any]]:
+    from .replay import Watch
+    from .versions import WorkerStats, read_registry, stats_path
+
+    registry = await read_registry(settings)
+    rows = []
+    for name, info in sorted(registry.versions.items()):
+        version = replace(settings, version=name)
+        watch = Watch(version)
+        await watch.start()
+        try:
+            p = await watch.positions()
+        finally:
+            await watch.stop()
+        rows.append({"version": name, "default": name == registry.default, "digest": info.digest,
+                     "foldMode": info.fold_mode, "lag": p.total - p.folded,
+                     **WorkerStats.load(stats_path(version)).summary()})
+    return rows
+
+
+def cmd_versions(args: argparse.Namespace) -> int:
+    rows = asyncio.run(_version_rows(_settings(args)))
+    if args.json:
+        print(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
+        return 0
+    columns = ("version", "digest", "foldMode", "lag", "memories", "observationTokens", "generations",
+               "modelCalls", "cacheHits", "costUsd")
+    table = [[("* " if r["default"] else "  ") + r["version"], *(str(r[c]) for c in columns[1:])] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in table)) if table else len(c) for i, c in enumerate(columns)]
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    for row in table:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
+    return 0
+
+
+# --- diff -------------------------------------------------------------------------------------
+async def _context(settings, version: str, thread: str) -> tuple[list[str], bool]:
+    """The thread's context window in a version, as text lines; and whether the thread exists."""
+    from omstream.projections.feed import ProjectionFeed
+
+    feed = ProjectionFeed(replace(settings, version=version))
+    await feed.start()
+    try:
+        await feed.read_to_end()
+    finally:
+        await feed.stop()
+    view = feed.projection.threads.get(thread)
+    if view is None:
+        return [], False
+    lines = []
+    for message in view.window().chat():
+        content = message["content"]
+        text = content if isinstance(content, str) else orjson.dumps(content).decode()
+        lines += [f"[{message['role']}]", *text.splitlines()]
+    return lines, True
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from omstream.engine.tokens import get_counter
+
+    settings = _settings(args)
+    (a, found_a), (b, found_b) = asyncio.run(_both(settings, args.a, args.b, args.thread))
+    missing = [v for v, found in ((args.a, found_a), (args.b, found_b)) if not found]
+    if missing:
+        print(f"om diff: thread {args.thread!r} has no events in {', '.join(missing)}", file=sys.stderr)
+        return 2
+    count = get_counter(settings.om.token_counter).count
+    ta, tb = count("\n".join(a)), count("\n".join(b))
+    if a == b:
+        print(f"{args.a} and {args.b}: equal context windows of thread {args.thread} ({ta} tokens)")
+        return 0
+    print(f"{args.a}: {ta} tokens, {args.b}: {tb} tokens")
+    if args.side_by_side:
+        width = max(20, (shutil.get_terminal_size().columns - 3) // 2)
+        for left, right in _pairs(a, b):
+            mark = " " if left == right else "|"
+            print(f"{left[:width]:<{width}} {mark} {right[:width]}")
+    else:
+        sys.stdout.writelines(line + "\n" for line in difflib.unified_diff(
+            a, b, fromfile=args.a, tofile=args.b, lineterm=""))
+    return 1
+
+
+async def _both(settings, a: str, b: str, thread: str):
+    return await asyncio.gather(_context(settings, a, thread), _context(settings, b, thread))
+
+
+def _pairs(a: list[str], b: list[str]) -> list[tuple[str, str]]:
+    pairs: list[tuple[str, str]] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        left, right = a[i1:i2], b[j1:j2]
+        for k in range(max(len(left), len(right))):
+            pairs.append((left[k] if k < len(left) else "", right[k] if k < len(right) else ""))
+    return pairs
+
+
+# --- switch and drop --------------------------------------------------------------------------
+def cmd_switch(args: argparse.Namespace) -> int:
+    from .settings import LIVE
+    from .versions import read_registry, set_default
+
+    settings = _settings(args)
+    registry = asyncio.run(read_registry(settings))
+    if args.name != LIVE and args.name not in registry.versions:
+        return _fail(args, f"no version {args.name!r}; `om versions` lists them")
+    asyncio.run(set_default(settings, args.name))
+    print(f"readers now serve {args.name!r} by default (a reader started with OM_VERSION serves that one)")
+    return 0
+
+
+async def _drop(settings) -> list[str]:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    from .topics import Topics
+    from .versions import forget
+
+    topics = Topics.of(settings)
+    names = [topics.events, topics.jobs, topics.dlq, topics.state_changelog(settings.app_id)]
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        gone = [n for n in names if n in existing]
+        if gone:
+            await admin.delete_topics(gone)
+        try:
+            await admin.delete_consumer_groups([settings.app_id])
+        except Exception:  # noqa: BLE001 - a group that never committed does not exist
+            pass
+    finally:
+        await admin.close()
+    await forget(settings, settings.version)
+    return gone
+
+
+def cmd_drop(args: argparse.Namespace) -> int:
+    from .settings import LIVE
+    from .versions import read_registry
+
+    if args.name == LIVE:
+        return _fail(args, "the live version cannot be dropped")
+    settings = _settings(args, args.name)
+    registry = asyncio.run(read_registry(settings))
+    if args.name not in registry.versions:
+        return _fail(args, f"no version {args.name!r}; `om versions` lists them")
+    if registry.default == args.name:
+        return _fail(args, f"{args.name!r} is the default version: `om switch` to another first")
+    if not args.yes:
+        answer = input(f"delete version {args.name!r}: its events, jobs, dead letters, state and group? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing deleted")
+            return 1
+    gone = asyncio.run(_drop(settings))
+    shutil.rmtree(settings.data_dir / "worker" / settings.app_id, ignore_errors=True)
+    print(f"dropped {args.name!r}: {', '.join(gone) or 'no topics'}; its group and local state")
+    return 0
+
+
+def add_commands(command) -> None:
+    """Add the version commands to `om`'s parser (`command(name, help=...)` makes one)."""
+    p = command("replay", help="fold the retained input log into a new memory version")
+    p.add_argument("--as", dest="as_name", required=True, type=_check_name, help="the version's name")
+    p.add_argument("--mode", choices=["auto", "follow", "settled"], default="auto",
+                   help="follow the log's recorded results (the live configuration) or settle every "
+                   "job before the memory's next input (another configuration); auto chooses")
+    p.add_argument("--exit-when-caught-up", action="store_true",
+                   help="stop once the log is folded and every job answered (default: keep following)")
+    p.set_defaults(func=cmd_replay)
+
+    p = command("versions", help="list memory versions: digest, lag, memories, model calls, cache hits")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_versions)
+
+    p = command("diff", help="compare a thread's context window in two versions (exit 1 if they differ)")
+    p.add_argument("a", type=_check_name, help="a version")
+    p.add_argument("b", type=_check_name, help="another version")
+    p.add_argument("--thread", required=True, help="thread id")
+    p.add_argument("--side-by-side", action="store_true", help="two columns instead of a unified diff")
+    p.set_defaults(func=cmd_diff)
+
+    p = command("switch", help="make a version the one readers serve by default")
+    p.add_argument("name", type=_check_name, help="version name")
+    p.set_defaults(func=cmd_switch)
+
+    p = command("drop", help="delete a version's topics, consumer group and state")
+    p.add_argument("name", type=_check_name, help="version name")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.set_defaults(func=cmd_drop)

@@ -1,0 +1,176 @@
+"""`om replay` on a history produced through the broker (issue 11, acceptance 1-3).
+
+Twenty threads talk at once, with async buffering and reflection, so the live version applies
+many background results after later inputs of their memory (the log's order, not a settled
+one).  Then:
+
+1. a replay under the live configuration follows the log: zero model calls (every job it makes
+   is a cache hit whose answer the log already holds), and every memory's events and final
+   state equal the live version's;
+2. a replay with a smaller `messageTokens` is settled: its thresholds are the new ones, and the
+   model is called exactly for the requests the cache does not hold (the test computes both
+   from `om simulate` of each thread's history);
+3. each thread's replayed events equal `om simulate` of that thread's history under the same
+   configuration (envelope positions aside: the simulator has no log offsets).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from dataclasses import replace
+
+import orjson
+import pytest
+
+from omstream.client import OmClient
+from omstream.conversation import read_conversation
+from omstream.engine.fold import EngineConfig
+from omstream.models.calls import RetryPolicy
+from omstream.models.hooks import Hooks
+from omstream.replay import Watch
+from omstream.schemas.codec import decode_input
+from omstream.schemas.config import load_om_config
+from omstream.schemas.jobs import ModelResult
+from omstream.schemas.messages import Message
+from omstream.settings import load_settings
+from omstream.simulation import Simulation, settle
+from omstream.topics import Topics
+from tests.integration.support import final_states, read_all
+from tests.scenarios.test_long_thread import SCENARIO
+
+pytestmark = pytest.mark.integration
+
+OPTIONS = """
+[observationalMemory]
+tokenCounter = "tokenx"
+
+[observationalMemory.observation]
+model = "scripted/observer"
+messageTokens = {message_tokens}
+
+[observationalMemory.reflection]
+model = "scripted/reflector"
+observationTokens = 900
+"""
+LIVE_TOKENS, NEW_TOKENS = 1200, 800
+THREADS = [f"t{k:02d}" for k in range(20)]
+PER_THREAD = 40
+
+
+def conversation(thread: str) -> list[Message]:
+    base = read_conversation(SCENARIO / "conversation.jsonl")[:PER_THREAD]
+    return [m.model_copy(update={"thread_id": thread, "id": f"{thread}-{i}"}) for i, m in enumerate(base)]
+
+
+async def wait_caught_up(settings, timeout: float = 180.0) -> None:
+    """Until the version has folded the whole log and answered every job (twice in a row)."""
+    watch = Watch(settings)
+    await watch.start()
+    try:
+        deadline, streak = time.monotonic() + timeout, 0
+        while streak < 2:
+            assert time.monotonic() < deadline, "the version did not catch up"
+            streak = streak + 1 if (await watch.positions()).caught_up else 0
+            await asyncio.sleep(0.7)
+    finally:
+        await watch.stop()
+
+
+def run_replay(config, name: str) -> dict:
+    done = subprocess.run([sys.executable, "-m", "omstream.cli", "--config", str(config), "replay",
+                           "--as", name, "--exit-when-caught-up"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return orjson.loads(done.stdout)
+
+
+async def events_by_memory(settings) -> dict[str, list[dict]]:
+    """Each memory's events as the wire has them, in order, by memory key."""
+    out: dict[str, list[dict]] = defaultdict(list)
+    for r in await read_all(settings, Topics.of(settings).events, idle=0.3):
+        out[r.key.decode()].append(orjson.loads(r.value))
+    return out
+
+
+def without_positions(events: list[dict]) -> list[dict]:
+    return [{k: v for k, v in e.items() if k not in ("inputOffset", "inputLast")} for e in events]
+
+
+async def history(settings) -> dict[str, list]:
+    """Each thread's inputs in log order, model results left out: what `om export` writes."""
+    out: dict[str, list] = defaultdict(list)
+    for r in await read_all(settings, Topics.of(settings).log, idle=0.3):
+        record = decode_input(r.value)
+        if not isinstance(record, ModelResult):
+            out[record.thread_id].append(record)
+    return out
+
+
+async def simulate_records(records: list, settings) -> Simulation:
+    sim = Simulation(EngineConfig(settings.om, settings.version, settled=True))
+    hooks = Hooks.from_config(settings.om)
+    for record in records:
+        await settle(sim, sim.feed(record), RetryPolicy(), hooks, False)
+    return sim
+
+
+def test_replay_follows_the_live_memory_and_settles_a_new_configuration(new_env):
+    env = new_env(options=OPTIONS.format(message_tokens=LIVE_TOKENS))
+    env.start_worker()
+    live = env.settings
+
+    async def produce() -> None:
+        async with OmClient(live) as client:
+            await asyncio.gather(*(client.play(conversation(t)) for t in THREADS))
+
+    asyncio.run(produce())
+    asyncio.run(wait_caught_up(live))
+    live_events = asyncio.run(events_by_memory(live))
+    kinds = defaultdict(int)
+    for evs in live_events.values():
+        for e in evs:
+            kinds[e["type"]] += 1
+    live_jobs = asyncio.run(read_all(live, Topics.of(live).jobs, idle=0.3))
+    print(f"live: {len(live_jobs)} jobs, events {dict(sorted(kinds.items()))}")
+    assert kinds["data-om-buffering-end"] and kinds["data-om-activation"], "buffering must occur"
+    assert any(e["type"] == "data-om-observation-end" and e["data"]["operationType"] == "reflection"
+               for evs in live_events.values() for e in evs), "reflection must occur"
+
+    # 1. The live configuration: follows the log, costs nothing, ends equal.
+    same = run_replay(env.config, "same")
+    print(f"replay under the live configuration: {same}")
+    assert same["foldMode"] == "follow"
+    assert same["modelCalls"] == 0 and same["cacheHits"] == len(live_jobs)
+    replayed = replace(live, version="same")
+    assert asyncio.run(events_by_memory(replayed)) == live_events
+    assert asyncio.run(final_states(replayed)) == asyncio.run(final_states(live))
+
+    # 2 and 3. A smaller messageTokens: settled, the cache pays for what it knows.
+    new_config = env.root / "new.toml"
+    new_config.write_text(env.config.read_text().replace(
+        f"messageTokens = {LIVE_TOKENS}", f"messageTokens = {NEW_TOKENS}"))
+    cached = {r.key.decode() for r in asyncio.run(read_all(live, Topics.of(live).cache, idle=0.3))}
+    smaller = run_replay(new_config, "smaller")
+    print(f"replay with messageTokens {NEW_TOKENS}: {smaller}")
+    assert smaller["foldMode"] == "settled"
+
+    new = replace(load_settings(new_config), version="smaller", fold_mode="settled")
+    inputs = asyncio.run(history(live))
+    replay_events = asyncio.run(events_by_memory(new))
+    requests: list[str] = []
+    for thread in THREADS:
+        sim = asyncio.run(simulate_records(inputs[thread], new))
+        expected = [orjson.loads(orjson.dumps(e.wire())) for e in sim.events]
+        assert without_positions(replay_events[f"thread:{thread}"]) == expected, thread
+        requests += [job.request_hash for job in sim.jobs]
+    thresholds = {e["data"]["windows"]["active"]["messages"]["threshold"]
+                  for evs in replay_events.values() for e in evs if e["type"] == "data-om-status"}
+    assert NEW_TOKENS in thresholds and LIVE_TOKENS not in thresholds
+    expected_calls = len(set(requests) - cached)
+    expected_hits = len(requests) - expected_calls
+    print(f"requests {len(requests)}: calls expected {expected_calls}, hits expected {expected_hits}")
+    assert (smaller["modelCalls"], smaller["cacheHits"]) == (expected_calls, expected_hits)
+    assert expected_hits > 0 and expected_calls > 0
