@@ -5,17 +5,23 @@
     om topics create
     om worker                  the Faust worker (fold + model agents)
     om serve                   the HTTP read side (context windows)
-    om produce FILE.jsonl      send chat messages
+    om produce FILE.jsonl      send chat messages (and the markers and commands of a conversation file)
     om tail                    print lifecycle events as they happen
+    om export --thread T       a thread's history in the log, as a conversation file for om simulate
     om schema export [--check] write (or check) the JSON Schema files of the wire types
     om config check [FILE]     validate observationalMemory options; print the resolved values
     om simulate CONV.jsonl     the engine over a conversation file, without a broker
     om observe|reflect THREAD  manual cycles, through the control topic
+    om replay --as NAME        fold the retained log into memory version NAME (--config NEW)
+    om versions                memory versions and their figures
+    om diff A B --thread T     two versions' context windows (exit 1 when they differ)
+    om switch NAME | drop NAME the version readers serve by default; delete a version
 
 `--config` and `--log-level` go before or after the command (`om --config X worker` or
 `om worker --config X`); `om simulate --config` names its observationalMemory options.
 A settings mistake, an unknown thread, a taken port or an unreachable broker ends the command
-with exit status 1 and one line per problem on stderr, never a traceback.
+with exit status 1 and one line per problem on stderr, never a traceback; a file that cannot be
+read (`om produce`, `om simulate`) or a thread with nothing to export is exit status 2.
 """
 
 from __future__ import annotations
@@ -105,13 +111,28 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def default_version(settings):
+    """The settings a reader serves: the version `om switch` chose, unless OM_VERSION says."""
+    import os
+
+    from .settings import LIVE
+    from .versions import read_registry
+
+    if settings.version != LIVE or "OM_VERSION" in os.environ:
+        return settings
+    try:
+        return replace(settings, version=asyncio.run(read_registry(settings)).default)
+    except Exception:  # noqa: BLE001 - no broker yet: the server reports that itself, after its port
+        return settings
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from omstream.projections.web import ListenError, serve
 
     from .logs import setup_logging
     from .processes import port_in_use
 
-    settings = _settings(args)
+    settings = default_version(_settings(args))
     setup_logging(args.log_level.upper())
     try:
         # Announced only once the port is bound and the feed reads the topics.
@@ -126,23 +147,77 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 # --- producing and reading --------------------------------------------------------------------
-async def produce_file(settings, path: Path) -> int:
+async def produce_file(settings, path: Path) -> tuple[int, int]:
+    """Send a conversation file's records in order, each keyed by its memory key: (records,
+    messages) sent."""
+    from omstream.schemas.messages import Message
+
     from .client import OmClient
     from .conversation import read_conversation
 
-    messages = read_conversation(path)
+    records = read_conversation(path)
     async with OmClient(settings) as client:
-        return len(await client.send_messages(messages))
+        run: list[Message] = []  # consecutive messages go in one batch, still in order
+        for record in records:
+            if isinstance(record, Message):
+                run.append(record)
+                continue
+            await client.send_messages(run)
+            run = []
+            await client.send_control(record)
+        await client.send_messages(run)
+    return len(records), sum(isinstance(r, Message) for r in records)
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
     settings = _settings(args)
     try:
-        sent = asyncio.run(produce_file(settings, Path(args.file)))
+        records, messages = asyncio.run(produce_file(settings, Path(args.file)))
     except (ValueError, FileNotFoundError) as exc:
         print(f"om produce: {exc}", file=sys.stderr)
         return 2
-    print(f"sent {sent} messages to {settings.namespace}.log")
+    others = records - messages
+    print(f"sent {messages} messages{f' and {others} other records' if others else ''} "
+          f"to {settings.namespace}.log")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """A thread's history on stdout; a one-line summary on stderr."""
+    from tqdm import tqdm
+
+    from .export import UnknownVersion, export
+
+    settings = _settings(args)
+    if args.thread is None and (settings.om.scope != "resource" or args.resource is None):
+        print("om export: name the thread with --thread (in resource scope, --resource alone "
+              "exports the resource's whole memory)", file=sys.stderr)
+        return 2
+    with tqdm(unit="rec", desc="reading the log", disable=None, leave=False, file=sys.stderr) as bar:
+        def show(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        try:
+            summary = asyncio.run(export(settings, thread=args.thread, resource=args.resource,
+                                         version=args.version, out=sys.stdout.buffer, progress=show))
+        except UnknownVersion as exc:
+            bar.close()
+            print(f"om export: {exc}", file=sys.stderr)
+            return 2
+        except BrokenPipeError:
+            # The reader stopped early (`| head`): no traceback, and none at exit's flush either.
+            import os
+
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 1
+    print(summary.line(), file=sys.stderr)
+    if not summary.written:
+        what = (f"thread {args.thread!r}" if args.thread else f"resource {args.resource!r}")
+        print(f"om export: no records of {what} (memory key {summary.memory_key!r}) in "
+              f"{settings.namespace}.log; check the id, --resource in resource scope, and "
+              "omstream.namespace / OM_NAMESPACE", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -385,6 +460,9 @@ def _global_options(*, config: bool = True) -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .version_commands import add_commands as add_version_commands
+    from .version_commands import check_name as check_version_name
+
     parser = argparse.ArgumentParser(prog="om", description="omstream: Observational Memory on Kafka.")
     parser.add_argument("--config", help=CONFIG_HELP)
     parser.add_argument("--log-level", default="info", choices=LOG_LEVELS)
@@ -416,8 +494,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_serve)
 
     p = command("produce", help="send chat messages from a JSON-lines file")
-    p.add_argument("file", help="one message per line: {threadId, role, content, createdAt, ...}")
+    p.add_argument("file", help="one message per line: {threadId, role, content, createdAt, ...}; "
+                   "or any input record of the log (a step, a turn end, a command), as om export writes")
     p.set_defaults(func=cmd_produce)
+
+    p = command("export", help="a thread's history in the log, as a conversation file for om simulate",
+                description="Write a thread's retained input records of <ns>.log to stdout, in log "
+                "order, one JSON line each in the log's wire format (messages, steps, turn ends, "
+                "commands): the conversation format om simulate reads. Left out: records of other "
+                "memories and threads, records that do not decode, model results, and records the "
+                "worker refused (the version's dead-letter topic). A summary goes to stderr; exit "
+                "status 2 when nothing of the thread is left.")
+    p.add_argument("--thread", help="thread id")
+    p.add_argument("--resource", help="resource id (needed in resource scope; alone, the resource's "
+                   "whole memory)")
+    p.add_argument("--version", type=check_version_name, help="the memory version whose dead letters "
+                   "(refused records) are left out (default: omstream.version, normally live)")
+    p.set_defaults(func=cmd_export)
 
     for name, text in (("observe", "observe a thread's unobserved messages now"),
                        ("reflect", "reflect a thread's observations now")):
@@ -430,7 +523,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=cmd_manual)
 
     p = command("simulate", help="run the engine over a conversation file, without a broker")
-    p.add_argument("conversation", help="JSON lines: {threadId, resourceId?, role, content, createdAt, id?}")
+    p.add_argument("conversation", help="JSON lines: {threadId, resourceId?, role, content, createdAt, id?} "
+                   "messages (one user line = one turn), or a file of om export (its own steps and turn ends)")
     # Its own dest, so `om --config FILE simulate ...` keeps working too.
     p.add_argument("--config", dest="options", help="observationalMemory options (JSON, TOML or YAML)")
     p.add_argument("--out", type=Path, help="write every emitted event as JSON lines here")
@@ -453,6 +547,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", help="JSON, TOML or YAML: a settings file, "
                    "{observationalMemory: {...}}, the bare options, or true/false (default: --config)")
     p.set_defaults(func=cmd_config)
+
+    add_version_commands(command)
 
     p = command("tail", help="print lifecycle events as they happen")
     p.add_argument("--thread", help="only this thread")

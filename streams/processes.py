@@ -56,8 +56,11 @@ def busy_ports(settings: Settings, *, broker: bool) -> list[str]:
             if not port_free(host, port)]
 
 
-def start_child(settings: Settings, command: str, log: Path) -> subprocess.Popen:
-    """`om <command>` with the same settings, output appended to `log`."""
+def start_child(settings: Settings, command: str, log: Path, *,
+                dies_with_parent: bool = False) -> subprocess.Popen:
+    """`om <command>` with the same settings, output appended to `log`.  `dies_with_parent`:
+    the child is killed when this process dies, however it dies (Linux), so a killed `om
+    replay` leaves no worker folding on its own."""
     args = [sys.executable, "-m", "omstream.cli"]
     if settings.config_file:
         args += ["--config", str(settings.config_file)]
@@ -66,7 +69,16 @@ def start_child(settings: Settings, command: str, log: Path) -> subprocess.Popen
            "OM_FOLD_MODE": settings.fold_mode, "PYTHONUNBUFFERED": "1"}
     with open(log, "ab") as out:
         return subprocess.Popen([*args, command], stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+                                stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                                preexec_fn=_die_with_parent if dies_with_parent else None)
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the parent dies (prctl PR_SET_PDEATHSIG)."""
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def stop_child(proc: subprocess.Popen, *, kill: bool = False, timeout: float = 20.0) -> None:

@@ -139,7 +139,7 @@ async def replay(settings: Settings, *, mode: str = "auto", exit_when_caught_up:
     settings = await prepare(settings, mode)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     log_file = settings.data_dir / f"replay-{settings.version}.log"
-    child = start_child(settings, "worker", log_file)
+    child = start_child(settings, "worker", log_file, dies_with_parent=True)
     watch = Watch(settings)
     stats_file = stats_path(settings)
     started = time.monotonic()

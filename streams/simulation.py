@@ -2,10 +2,15 @@
 
 A user can try a configuration on an exported conversation in seconds; we get a conformance
 harness that runs exactly the code the worker runs (the fold, litellm and the providers), minus
-Kafka.  A conversation is JSON lines `{threadId, resourceId?, role, content, createdAt, id?}`.
-Each user line drives a turn the way the scenarios were recorded: the user message, step 0 (the
-thresholds are checked here), the replies, the turn's end; every model job is run and its result
-folded before the next input ("settled" turns).
+Kafka.  A conversation is JSON lines (`omstream.conversation`): chat messages
+`{threadId, resourceId?, role, content, createdAt, id?}`, and optionally the log's other input
+records (agent-loop markers, commands), as `om export` writes a thread's history.
+
+A file with agent-loop markers (`step-started`, `turn-ended`) is fed as it is, in order.  A file
+of messages alone is driven the way the scenarios were recorded: each user message, step 0 (the
+thresholds are checked here), the replies, the turn's end.  Either way every model job is run
+and its result folded before the next input ("settled"), so a model's latency never changes
+what is decided.
 
 Model calls are real; their durations are not, by default: results are stamped as taking 0 ms
 so that the same conversation and configuration always write the same event log
@@ -25,16 +30,17 @@ from tqdm import tqdm
 
 from omstream.schemas.codec import encode
 from omstream.schemas.config import OmConfig
+from omstream.schemas.control import StepStarted, TurnEnded
 from omstream.schemas.jobs import ModelJob, ModelResult
 from omstream.schemas.messages import Message
 
-from .conversation import read_conversation, turns
+from .conversation import ConversationRecord, messages_of, read_conversation, turns
 from .engine.fold import EngineConfig, Input, fold, memory_key, new_state
 from .engine.state import MemoryState
 from .models.calls import RetryPolicy, untimed
 from .models.hooks import Hooks, run_job_with_hooks
 
-__all__ = ["Simulation", "format_timeline", "settle", "simulate", "turns"]
+__all__ = ["Simulation", "format_timeline", "has_loop_markers", "inputs_of", "settle", "simulate", "turns"]
 
 
 @dataclass
@@ -54,7 +60,9 @@ class Simulation:
             state = self.states[key]
         else:
             key = memory_key(self.config.om, event.thread_id, event.resource_id)
-            state = self.states.get(key) or new_state(key, event.thread_id, event.resource_id)
+            # A resource-wide deletion may name no thread (as in the worker).
+            state = self.states.get(key) or new_state(key, event.thread_id or event.resource_id,
+                                                      event.resource_id)
         out = fold(state, event, self.config)
         self.states[key] = out.state
         self.events.extend(out.events)
@@ -75,16 +83,39 @@ async def settle(sim: Simulation, jobs: list[ModelJob], policy: RetryPolicy, hoo
         jobs.extend(sim.feed(result))
 
 
-async def simulate(messages: Iterable[Message], om: OmConfig, *, measured_time: bool = False,
+async def simulate(records: Iterable[ConversationRecord], om: OmConfig, *, measured_time: bool = False,
                    policy: RetryPolicy = RetryPolicy(), progress: Any = None) -> Simulation:
-    sim = Simulation(EngineConfig(driven_config(om)))
+    """Fold a conversation (messages, or the log's input records) with real model calls, each
+    job settled before the next input; `progress()` is called after each message."""
+    records = list(records)
+    # A loop the simulator drives checks thresholds at its own steps; a given one as configured.
+    config = om if has_loop_markers(records) else driven_config(om)
+    sim = Simulation(EngineConfig(config))
     hooks = Hooks.from_config(om)
-    for event in turns(messages):
+    for event in inputs_of(records):
         await settle(sim, sim.feed(event), policy, hooks, measured_time)
         if progress is not None and isinstance(event, Message):
             progress()
     await hooks.drain()
     return sim
+
+
+def has_loop_markers(records: Iterable[ConversationRecord]) -> bool:
+    """Whether the records carry the producer's own agent loop (a step or a turn end)."""
+    return any(isinstance(record, (StepStarted, TurnEnded)) for record in records)
+
+
+def inputs_of(records: Iterable[ConversationRecord]) -> list[ConversationRecord]:
+    """The fold's inputs for a conversation, in order.
+
+    Records with agent-loop markers (`om export` of a live thread) are fed exactly as given:
+    the fold checks thresholds at steps and may buffer at turn ends, so the producer's own
+    markers are what made the live memory's decisions, and the same records under the same
+    configuration must decide the same again.  Adding synthesized steps to them would check
+    thresholds where the live agent never did.  Messages alone (as recorded for the scenarios)
+    carry no loop, so one is synthesized: `turns`."""
+    records = list(records)
+    return records if has_loop_markers(records) else list(turns(records))
 
 
 def parity_config(om: OmConfig) -> OmConfig:
@@ -93,7 +124,8 @@ def parity_config(om: OmConfig) -> OmConfig:
 
 
 def driven_config(om: OmConfig) -> OmConfig:
-    """The simulator drives steps itself, so thresholds wait for steps from the first message."""
+    """When the simulator drives the steps itself (`turns`), thresholds wait for steps from the
+    first message."""
     if om.check_thresholds_at != "auto":
         return om
     return om.model_copy(update={"check_thresholds_at": "step"})
@@ -167,11 +199,11 @@ def format_timeline(events: Iterable[Any], *, buffering_end: bool = False) -> li
 def run(conversation: Path, om: OmConfig, *, out: Path | None, parity: bool,
         measured_time: bool, timeline: bool) -> dict[str, Any]:
     """The `om simulate` command's work; returns the summary it prints."""
-    messages = read_conversation(conversation)
+    records = read_conversation(conversation)
     if parity:
         om = parity_config(om)
-    with tqdm(total=len(messages), unit="msg", disable=None, leave=False) as bar:
-        sim = asyncio.run(simulate(messages, om, measured_time=measured_time, progress=bar.update))
+    with tqdm(total=len(messages_of(records)), unit="msg", disable=None, leave=False) as bar:
+        sim = asyncio.run(simulate(records, om, measured_time=measured_time, progress=bar.update))
     if out is not None:
         write_events(sim.events, out)
     if timeline:

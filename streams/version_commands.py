@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["add_commands"]
+__all__ = ["add_commands", "check_name"]
 
 
 def _settings(args: argparse.Namespace, version: str | None = None):
@@ -34,7 +34,7 @@ def _fail(args: argparse.Namespace, reason: str) -> int:
     return 1
 
 
-def _check_name(name: str) -> str:
+def check_name(name: str) -> str:
     from .settings import VERSION_NAME
 
     if not VERSION_NAME.fullmatch(name):
@@ -242,7 +242,7 @@ def cmd_drop(args: argparse.Namespace) -> int:
 def add_commands(command) -> None:
     """Add the version commands to `om`'s parser (`command(name, help=...)` makes one)."""
     p = command("replay", help="fold the retained input log into a new memory version")
-    p.add_argument("--as", dest="as_name", required=True, type=_check_name, help="the version's name")
+    p.add_argument("--as", dest="as_name", required=True, type=check_name, help="the version's name")
     p.add_argument("--mode", choices=["auto", "follow", "settled"], default="auto",
                    help="follow the log's recorded results (the live configuration) or settle every "
                    "job before the memory's next input (another configuration); auto chooses")
@@ -255,17 +255,17 @@ def add_commands(command) -> None:
     p.set_defaults(func=cmd_versions)
 
     p = command("diff", help="compare a thread's context window in two versions (exit 1 if they differ)")
-    p.add_argument("a", type=_check_name, help="a version")
-    p.add_argument("b", type=_check_name, help="another version")
+    p.add_argument("a", type=check_name, help="a version")
+    p.add_argument("b", type=check_name, help="another version")
     p.add_argument("--thread", required=True, help="thread id")
     p.add_argument("--side-by-side", action="store_true", help="two columns instead of a unified diff")
     p.set_defaults(func=cmd_diff)
 
     p = command("switch", help="make a version the one readers serve by default")
-    p.add_argument("name", type=_check_name, help="version name")
+    p.add_argument("name", type=check_name, help="version name")
     p.set_defaults(func=cmd_switch)
 
     p = command("drop", help="delete a version's topics, consumer group and state")
-    p.add_argument("name", type=_check_name, help="version name")
+    p.add_argument("name", type=check_name, help="version name")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.set_defaults(func=cmd_drop)

@@ -10,13 +10,17 @@ one).  Then:
 2. a replay with a smaller `messageTokens` is settled: its thresholds are the new ones, and the
    model is called exactly for the requests the cache does not hold (the test computes both
    from `om simulate` of each thread's history);
-3. each thread's replayed events equal `om simulate` of that thread's history under the same
-   configuration (envelope positions aside: the simulator has no log offsets).
+3. each thread's replayed events equal `om simulate` on `om export` of that thread under the
+   same configuration (envelope positions aside: the simulator has no log offsets);
+4. a replay killed with SIGKILL at about half and run again ends with the same events;
+5. while it runs, the live version keeps folding new messages and answering context requests.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -28,18 +32,13 @@ import pytest
 
 from omstream.client import OmClient
 from omstream.conversation import read_conversation
-from omstream.engine.fold import EngineConfig
-from omstream.models.calls import RetryPolicy
-from omstream.models.hooks import Hooks
+from omstream.export import export
 from omstream.replay import Watch
-from omstream.schemas.codec import decode_input
-from omstream.schemas.config import load_om_config
-from omstream.schemas.jobs import ModelResult
 from omstream.schemas.messages import Message
 from omstream.settings import load_settings
-from omstream.simulation import Simulation, settle
-from omstream.topics import Topics
-from tests.integration.support import final_states, read_all
+from omstream.simulation import simulate
+from omstream.topics import Topics, partitions_of
+from tests.integration.support import Server, final_states, read_all
 from tests.scenarios.test_long_thread import SCENARIO
 
 pytestmark = pytest.mark.integration
@@ -99,22 +98,25 @@ def without_positions(events: list[dict]) -> list[dict]:
     return [{k: v for k, v in e.items() if k not in ("inputOffset", "inputLast")} for e in events]
 
 
-async def history(settings) -> dict[str, list]:
-    """Each thread's inputs in log order, model results left out: what `om export` writes."""
-    out: dict[str, list] = defaultdict(list)
-    for r in await read_all(settings, Topics.of(settings).log, idle=0.3):
-        record = decode_input(r.value)
-        if not isinstance(record, ModelResult):
-            out[record.thread_id].append(record)
-    return out
+def distinct(events: list[dict]) -> list[dict]:
+    """Each event once: a worker killed between a batch's sends and its state sends that batch's
+    events again when it refolds, under the same ids (readers drop them by id)."""
+    seen: set[str] = set()
+    return [e for e in events if not (e["eventId"] in seen or seen.add(e["eventId"]))]
 
 
-async def simulate_records(records: list, settings) -> Simulation:
-    sim = Simulation(EngineConfig(settings.om, settings.version, settled=True))
-    hooks = Hooks.from_config(settings.om)
-    for record in records:
-        await settle(sim, sim.feed(record), RetryPolicy(), hooks, False)
-    return sim
+def first_difference(a: list[dict], b: list[dict]) -> str:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return f"event {i}: {x} != {y}"
+    return f"lengths {len(a)} != {len(b)}"
+
+
+async def exported(settings, thread: str, path) -> list:
+    """`om export --thread T` of the version, read back as `om simulate` reads it."""
+    with open(path, "wb") as out:
+        await export(settings, thread=thread, out=out)
+    return read_conversation(path)
 
 
 def test_replay_follows_the_live_memory_and_settles_a_new_configuration(new_env):
@@ -158,11 +160,11 @@ def test_replay_follows_the_live_memory_and_settles_a_new_configuration(new_env)
     assert smaller["foldMode"] == "settled"
 
     new = replace(load_settings(new_config), version="smaller", fold_mode="settled")
-    inputs = asyncio.run(history(live))
     replay_events = asyncio.run(events_by_memory(new))
     requests: list[str] = []
     for thread in THREADS:
-        sim = asyncio.run(simulate_records(inputs[thread], new))
+        history = asyncio.run(exported(new, thread, env.root / f"{thread}.jsonl"))
+        sim = asyncio.run(simulate(history, new.om))
         expected = [orjson.loads(orjson.dumps(e.wire())) for e in sim.events]
         assert without_positions(replay_events[f"thread:{thread}"]) == expected, thread
         requests += [job.request_hash for job in sim.jobs]
@@ -174,3 +176,58 @@ def test_replay_follows_the_live_memory_and_settles_a_new_configuration(new_env)
     print(f"requests {len(requests)}: calls expected {expected_calls}, hits expected {expected_hits}")
     assert (smaller["modelCalls"], smaller["cacheHits"]) == (expected_calls, expected_hits)
     assert expected_hits > 0 and expected_calls > 0
+
+    # 4 and 5: a replay killed at about half and run again ends as the uninterrupted one did,
+    # and the live version keeps folding and answering meanwhile.
+    again = replace(new, version="again")
+    server = Server(live, env.root / "web.log")
+    try:
+        asyncio.run(server.ready())
+        proc = subprocess.Popen([sys.executable, "-m", "omstream.cli", "--config", str(new_config), "replay",
+                                 "--as", "again", "--exit-when-caught-up"], start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        during = asyncio.run(live_while_halfway(live, again, server, len(requests)))
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finally:
+        server.stop()
+    print(f"while the replay ran: {during}")
+    resumed = run_replay(new_config, "again")
+    print(f"resumed after SIGKILL at {during['jobsDone']} of {len(requests)} jobs: {resumed}")
+    assert 0 < during["jobsDone"] < len(requests)
+    again_events = asyncio.run(events_by_memory(again))
+    for thread in THREADS:
+        key = f"thread:{thread}"
+        got, want = without_positions(distinct(again_events[key])), without_positions(replay_events[key])
+        assert got == want, f"{thread}: {first_difference(got, want)}"
+
+
+async def live_while_halfway(live, version, server, jobs: int) -> dict:
+    """Talk to the live version while the replay folds, until the replay has answered about
+    half of its `jobs` (a settled replay's work is its chains of model round trips: its log
+    positions run ahead, held); then where the replay was when it was killed."""
+    answered, watch = 0, None
+    deadline = time.monotonic() + 120
+    async with OmClient(live) as client:
+        try:
+            while True:
+                position = await client.send_message(Message(
+                    id=f"during-{answered}", thread_id="during", role="user", content=f"note {answered}",
+                    created_at="2026-12-01T10:00:00Z"))
+                context = await client.context("during", after=position, base_url=server.url)
+                assert context is not None and not context["stale"]
+                assert f"during-{answered}" in {m["id"] for m in context["messages"]}
+                answered += 1
+                if watch is None and (await partitions_of(live.bootstrap, [Topics.of(version).jobs])).get(
+                        Topics.of(version).jobs):
+                    watch = Watch(version)  # the replay has made its topics
+                    await watch.start()
+                p = await watch.positions() if watch is not None else None
+                if p is not None and p.jobs_done >= jobs // 2:
+                    return {"liveAnswers": answered, "jobsDone": p.jobs_done, "jobs": jobs,
+                            "folded": p.folded, "total": p.total}
+                assert time.monotonic() < deadline, "the replay did not get half way"
+                await asyncio.sleep(0.2)
+        finally:
+            if watch is not None:
+                await watch.stop()

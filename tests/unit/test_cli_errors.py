@@ -12,7 +12,8 @@ from omstream.infra.broker import free_port
 
 TYPO = "[omstream]\nbrokr = 1\n"
 COMMANDS = [["worker"], ["serve"], ["topics", "create"], ["broker", "status"], ["produce", "x.jsonl"],
-            ["observe", "t1"], ["reflect", "t1"], ["tail"], ["demo", "--exit"], ["config", "check"]]
+            ["observe", "t1"], ["reflect", "t1"], ["tail"], ["demo", "--exit"], ["config", "check"],
+            ["export", "--thread", "t1"]]
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,192 @@
+"""`om export`: a thread's retained history in `<ns>.log`, as a conversation file.
+
+The lines are the thread's input records in the log's order and in their wire format (messages,
+steps, turn ends, commands), which `om simulate` reads: a user can try another configuration on
+a live thread offline, and `om simulate` of the export under the live configuration decides what
+the live memory decided.
+
+Only what the fold applied is history, so the export leaves out:
+
+- records of other memories (the record key is not the thread's memory key), and in resource
+  scope records of the resource's other threads when a thread is named;
+- records that do not decode, and model results (a simulation calls the models itself);
+- records the worker refused before folding them: the version's dead-letter topic names each
+  one by its log position.  A `conflict` dead letter is the exception: the fold itself refused
+  part of that record (a message id reused with other content, a command to a disabled memory)
+  and still folded it, and a simulation of the record refuses it the same way.
+
+Refusals are known only for records the worker has folded: export a log the worker has caught
+up with.
+"""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+import orjson
+
+from omstream.schemas.codec import DecodeFailure, decode_input, encode
+from omstream.schemas.jobs import ModelResult
+
+from .conversation import ConversationRecord
+from .engine.fold import memory_key
+from .settings import Settings
+from .topics import Topics, partitions_of
+
+__all__ = ["ExportSummary", "Selection", "UnknownVersion", "choose", "export", "refused_positions"]
+
+#: Why a record of the log is not in the export, in the order `choose` checks them.
+SKIP_REASONS = ("other-memory", "undecodable", "model-result", "other-thread", "dead-lettered")
+
+#: Dead-letter codes of records the fold did apply (it refused part of them itself).
+FOLDED_CODES = frozenset({"conflict"})
+
+
+class UnknownVersion(ValueError):
+    """The version has no dead-letter topic in the namespace, so no worker ever folded it."""
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which records of the log belong to the export."""
+
+    key: str  # the memory key
+    thread: str | None  # None: every thread of the memory (a resource's whole memory)
+    refused: frozenset[tuple[int, int]] = frozenset()  # (partition, offset) the worker refused
+
+
+@dataclass
+class ExportSummary:
+    memory_key: str
+    thread: str | None
+    written: int = 0
+    skipped: Tally = field(default_factory=Tally)
+
+    def line(self) -> str:
+        """The one line `om export` prints to stderr."""
+        skipped = ", ".join(f"{self.skipped[reason]} {reason}" for reason in SKIP_REASONS
+                            if self.skipped[reason]) or "none"
+        what = f"thread {self.thread!r}" if self.thread else f"memory {self.memory_key!r}"
+        return f"om export: {self.written} records of {what}; skipped: {skipped}"
+
+
+def refused_positions(dead_letters: Iterable[bytes | None], log_topic: str) -> frozenset[tuple[int, int]]:
+    """The (partition, offset) of every record of `log_topic` the worker dead-lettered without
+    folding it (see `omstream.worker.dead_letter` for the record's shape); unreadable dead
+    letters and those of other topics (a state record, say) name no log record."""
+    positions = set()
+    for raw in dead_letters:
+        try:
+            letter = orjson.loads(raw or b"")
+        except orjson.JSONDecodeError:
+            continue
+        source = letter.get("source") if isinstance(letter, dict) else None
+        if not isinstance(source, dict) or source.get("topic") != log_topic:
+            continue
+        if letter.get("code") in FOLDED_CODES:
+            continue
+        partition, offset = source.get("partition"), source.get("offset")
+        if isinstance(partition, int) and isinstance(offset, int):
+            positions.add((partition, offset))
+    return frozenset(positions)
+
+
+def choose(key: bytes | None, value: bytes | None, position: tuple[int, int],
+           selection: Selection) -> ConversationRecord | str:
+    """The record, decoded, if it belongs to the export; otherwise why not (`SKIP_REASONS`)."""
+    if key is None or key.decode("utf-8", "replace") != selection.key:
+        return "other-memory"
+    record = decode_input(value)
+    if isinstance(record, DecodeFailure):
+        return "undecodable"
+    if isinstance(record, ModelResult):
+        return "model-result"
+    # A resource-wide deletion names no thread, and applies to every thread of the resource.
+    if selection.thread is not None and record.thread_id not in (None, selection.thread):
+        return "other-thread"
+    if position in selection.refused:
+        return "dead-lettered"
+    return record
+
+
+async def export(settings: Settings, *, thread: str | None, resource: str | None = None,
+                 version: str | None = None, out: BinaryIO,
+                 progress: Callable[[int, int], Any] | None = None) -> ExportSummary:
+    """Write the memory's records to `out`, one JSON line each; what was written and skipped.
+
+    Reads the one partition of `<ns>.log` that holds the memory (the producer's partitioner, as
+    `OmClient` sends) from its start to its end offset taken at the start, then the version's
+    dead-letter topic to its end: after the log, so it covers as much of what was read as the
+    worker has folded.  `progress(done, total)` follows the reading of the log."""
+    topics = Topics(settings.namespace, version) if version else Topics.of(settings)
+    key = memory_key(settings.om, thread, resource)
+    summary = ExportSummary(key, thread)
+    layout = await partitions_of(settings.bootstrap, [topics.log, topics.dlq])
+    if not layout.get(topics.dlq):
+        raise UnknownVersion(f"no dead-letter topic {topics.dlq} in namespace {settings.namespace!r}: "
+                             f"no worker folds version {topics.version!r} there")
+    if not layout.get(topics.log):
+        return summary
+    raw_key = key.encode()
+    # Only the memory's records are kept while reading: the partition holds other memories too.
+    candidates = []
+    async for record in _records(settings, topics.log, [memory_partition(raw_key, layout[topics.log])],
+                                 progress):
+        if record.key == raw_key:
+            candidates.append(record)
+        else:
+            summary.skipped["other-memory"] += 1
+    letters = [record.value async for record in _records(settings, topics.dlq, layout[topics.dlq])]
+    selection = Selection(key, thread, refused_positions(letters, topics.log))
+    for record in candidates:
+        chosen = choose(record.key, record.value, (record.partition, record.offset), selection)
+        if isinstance(chosen, str):
+            summary.skipped[chosen] += 1
+            continue
+        out.write(encode(chosen) + b"\n")
+        summary.written += 1
+    out.flush()
+    return summary
+
+
+def memory_partition(key: bytes, partitions: list[int]) -> int:
+    """The partition the producer's default partitioner gives a memory key (as `OmClient`)."""
+    from aiokafka.partitioner import DefaultPartitioner
+
+    return DefaultPartitioner()(key, partitions, None)
+
+
+async def _records(settings: Settings, topic: str, partitions: list[int],
+                   progress: Callable[[int, int], Any] | None = None) -> AsyncIterator[Any]:
+    """The records of the partitions, from their start to the end offsets taken now, each
+    partition's in order."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    parts = [TopicPartition(topic, p) for p in partitions]
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None,
+                                enable_auto_commit=False)
+    await consumer.start()
+    try:
+        consumer.assign(parts)
+        await consumer.seek_to_beginning(*parts)
+        starts = await consumer.beginning_offsets(parts)
+        ends = await consumer.end_offsets(parts)
+        total = sum(ends[tp] - starts[tp] for tp in parts)
+        while True:
+            positions = {tp: min(await consumer.position(tp), ends[tp]) for tp in parts}
+            if progress is not None:
+                progress(sum(positions[tp] - starts[tp] for tp in parts), total)
+            waiting = [tp for tp in parts if positions[tp] < ends[tp]]
+            if not waiting:
+                return
+            batch = await consumer.getmany(*waiting, timeout_ms=1000)
+            for tp, records in batch.items():
+                for record in records:
+                    # A fetch may reach past the end taken at the start: written since, not read.
+                    if record.offset < ends[tp]:
+                        yield record
+    finally:
+        await consumer.stop()
