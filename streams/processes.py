@@ -16,7 +16,7 @@ from pathlib import Path
 
 from omstream.infra.broker import Broker
 
-from .settings import Settings
+from .settings import LIVE, Settings
 
 __all__ = ["busy_ports", "local_broker", "port_free", "port_in_use", "start_child", "stop_child"]
 
@@ -65,8 +65,12 @@ def start_child(settings: Settings, command: str, log: Path, *,
     if settings.config_file:
         args += ["--config", str(settings.config_file)]
     env = {**os.environ, "OM_DATA_DIR": str(settings.data_dir), "OM_NAMESPACE": settings.namespace,
-           "OM_WEB_PORT": str(settings.web_port), "OM_VERSION": settings.version,
-           "OM_FOLD_MODE": settings.fold_mode, "PYTHONUNBUFFERED": "1"}
+           "OM_WEB_PORT": str(settings.web_port), "OM_FOLD_MODE": settings.fold_mode,
+           "PYTHONUNBUFFERED": "1"}
+    if settings.version != LIVE:
+        # Only a version asked for by name: a reader of the live settings serves the version
+        # `om switch` chose.
+        env["OM_VERSION"] = settings.version
     with open(log, "ab") as out:
         return subprocess.Popen([*args, command], stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=env, start_new_session=True,

@@ -148,17 +148,26 @@ async def replay(settings: Settings, *, mode: str = "auto", exit_when_caught_up:
         await watch.start()
         first = (await watch.positions()).folded
         settled_polls = 0
+        moving = caught = None  # when the first progress was seen, and when it caught up
         while True:
             if child.poll() is not None:
                 raise RuntimeError(f"the replay worker exited with status {child.returncode}; see {log_file}")
             p = await watch.positions()
+            now = time.monotonic()
+            moving = moving or (now if p.folded > first else None)
             figures = _figures(p, WorkerStats.load(stats_file), started, first)
             if progress is not None:
                 progress(figures)
             # Twice in a row: a result folded just now may have made a job the broker has not
             # shown yet.
             settled_polls = settled_polls + 1 if p.caught_up else 0
+            caught = (caught or now) if p.caught_up else None
             figures["caughtUp"] = settled_polls >= 2
+            if moving and caught:
+                # Folding time, the worker's start-up left out (positions are polled twice a
+                # second and committed about once a second: a short replay's figure is coarse).
+                figures["foldS"] = round(caught - moving + 0.5, 1)
+                figures["foldRecordsPerS"] = round((p.folded - first) / figures["foldS"], 1)
             if figures["caughtUp"] and exit_when_caught_up:
                 await asyncio.sleep(1.2)  # the worker writes its figures every second
                 break

@@ -201,6 +201,29 @@ def test_replay_follows_the_live_memory_and_settles_a_new_configuration(new_env)
         got, want = without_positions(distinct(again_events[key])), without_positions(replay_events[key])
         assert got == want, f"{thread}: {first_difference(got, want)}"
 
+    # The other version commands, on the versions this test made.
+    listed = {row["version"]: row for row in orjson.loads(om(env.config, "versions", "--json").stdout)}
+    print(f"om versions: {listed}")
+    assert set(listed) == {"live", "same", "smaller", "again"}
+    assert (listed["same"]["foldMode"], listed["same"]["modelCalls"], listed["same"]["cacheHits"]) == \
+        ("follow", 0, len(live_jobs))
+    assert listed["smaller"]["foldMode"] == "settled" and listed["same"]["digest"] == listed["live"]["digest"]
+    assert om(env.config, "diff", "live", "same", "--thread", "t00").returncode == 0
+    differ = om(env.config, "diff", "live", "smaller", "--thread", "t00")
+    assert differ.returncode == 1 and "tokens" in differ.stdout
+    assert om(env.config, "switch", "smaller").returncode == 0
+    assert om(env.config, "drop", "smaller", "--yes").returncode == 1  # the default: refused
+    server = Server(live, env.root / "web-default.log")  # no version asked: serves the default
+    try:
+        asyncio.run(server.ready())
+        status, served = asyncio.run(server.get("/threads/t00/context"))
+    finally:
+        server.stop()
+    assert status == 200 and served["observations"] == asyncio.run(observations(new, "t00"))
+    assert om(env.config, "drop", "again", "--yes").returncode == 0
+    assert not asyncio.run(partitions_of(live.bootstrap, [Topics.of(again).events])).get(Topics.of(again).events)
+    assert "again" not in {row["version"] for row in orjson.loads(om(env.config, "versions", "--json").stdout)}
+
 
 async def live_while_halfway(live, version, server, jobs: int) -> dict:
     """Talk to the live version while the replay folds, until the replay has answered about
@@ -231,3 +254,20 @@ async def live_while_halfway(live, version, server, jobs: int) -> dict:
         finally:
             if watch is not None:
                 await watch.stop()
+
+
+def om(config, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "omstream.cli", "--config", str(config), *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+async def observations(settings, thread: str) -> str:
+    from omstream.projections.feed import ProjectionFeed
+
+    feed = ProjectionFeed(settings)
+    await feed.start()
+    try:
+        await feed.read_to_end()
+    finally:
+        await feed.stop()
+    return feed.projection.threads[thread].observations

@@ -1,0 +1,154 @@
+"""Replay throughput: `om replay` of a retained log, with a cold and with a warm model cache.
+
+    python -m bench.replay                       # 100,000 messages across 1,000 threads
+    python -m bench.replay --messages 10000 --threads 100
+    python -m bench.replay --help
+
+What runs
+    A single-node Kafka broker on free ports in a temporary directory and a fresh namespace (4
+    partitions).  The bench produces the history straight to `<ns>.log` (messages of ~200
+    tokens, user and assistant in turn, with the scripted observer and reflector and
+    `messageTokens` 3000, so observation, buffering and reflection happen), then replays it
+    twice with `omstream.replay.replay` (the code of `om replay`, one worker):
+
+    1. `cold`: every request is new, so each is a (scripted) model call that fills the cache;
+    2. `warm`: the same configuration again under another name: every request is a cache hit.
+
+    Both replays are settled (no live version is registered, so there are no recorded results
+    to follow), so a memory's inputs wait for each of its results: what is measured is the
+    whole replay, round trips through the jobs topic and the model agent included.
+
+What is printed
+    Per pass: input-log records folded, memories, model calls, cache hits, seconds from the
+    first committed progress to caught up, and records/s over that time; and the warm/cold
+    ratio, measured in this one run (these machines are noisy; compare ratios, not runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from omstream.client import OmClient
+from omstream.engine.tokens import get_counter
+from omstream.infra.broker import Broker, free_port
+from omstream.replay import replay
+from omstream.schemas.messages import Message
+from omstream.settings import load_settings
+from omstream.topics import ensure_topics
+
+from .fold_bench import make_bodies
+
+CONFIG = """
+[omstream]
+namespace = "{namespace}"
+bootstrap = "{bootstrap}"
+partitions = 4
+data_dir = "{data}"
+
+[observationalMemory]
+tokenCounter = "tokenx"
+
+[observationalMemory.observation]
+model = "scripted/observer"
+messageTokens = 3000
+
+[observationalMemory.reflection]
+model = "scripted/reflector"
+"""
+
+
+def progress(text: str) -> None:
+    print(f"[replay {time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+
+async def produce(settings, messages: int, threads: int, tokens: int) -> int:
+    """The history, straight to the input log, a batch of threads at a time."""
+    bodies = make_bodies(200, 7, tokens - 4, get_counter("tokenx"))
+    now = datetime.now(timezone.utc)
+    per_thread = messages // threads
+    async with OmClient(settings) as client:
+        for first in range(0, threads, 50):
+            batch = [Message(id=f"r{t}-m{i}", thread_id=f"r{t}", role="assistant" if i % 2 else "user",
+                             content=bodies[(t * 31 + i) % len(bodies)], created_at=now)
+                     for t in range(first, min(first + 50, threads)) for i in range(per_thread)]
+            await client.send_messages(batch)
+            progress(f"produced {min(first + 50, threads) * per_thread} of {per_thread * threads} messages")
+    return per_thread * threads
+
+
+async def one_pass(settings, name: str) -> dict[str, Any]:
+    progress(f"replay {name!r} ...")
+    last = {"at": 0.0}
+
+    def show(f: dict[str, Any]) -> None:
+        if time.monotonic() - last["at"] > 5:
+            last["at"] = time.monotonic()
+            progress(f"  {name}: {f['folded']}/{f['total']} records, calls {f['modelCalls']}, "
+                     f"hits {f['cacheHits']}, {f['recordsPerS']} rec/s")
+
+    figures = await replay(replace(settings, version=name), mode="settled", exit_when_caught_up=True,
+                           progress=show)
+    progress(f"  {name}: {figures}")
+    return figures
+
+
+async def bench(root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    with contextlib.ExitStack() as stack:
+        broker = Broker(root / "kafka", port=free_port(), controller_port=free_port())
+        broker.start()
+        stack.callback(broker.stop)
+        await broker.wait_ready(timeout=120)
+        config = root / "om.toml"
+        config.write_text(CONFIG.format(namespace=f"rp{uuid.uuid4().hex[:8]}", bootstrap=broker.bootstrap,
+                                        data=root / "data"))
+        settings = load_settings(config)
+        await ensure_topics(settings)
+        sent = await produce(settings, args.messages, args.threads, args.tokens)
+        cold = await one_pass(settings, "cold")
+        warm = await one_pass(settings, "warm")
+    return {"messages": sent, "threads": args.threads, "cold": cold, "warm": warm,
+            "warmOverCold": round(warm["foldRecordsPerS"] / cold["foldRecordsPerS"], 2)
+            if cold["foldRecordsPerS"] else None}
+
+
+def format_report(r: dict[str, Any]) -> str:
+    rows = [("pass", "records", "memories", "model calls", "cache hits", "seconds", "records/s")]
+    for name in ("cold", "warm"):
+        f = r[name]
+        rows.append((name, str(f["folded"]), str(f["memories"]), str(f["modelCalls"]), str(f["cacheHits"]),
+                     f"{f['foldS']:.1f}", f"{f['foldRecordsPerS']:.0f}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = [f"replay of {r['messages']} messages across {r['threads']} threads (one worker)"]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in rows]
+    lines.append(f"warm / cold records/s: {r['warmOverCold']}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.replay", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=100_000, help="messages in the history")
+    parser.add_argument("--threads", type=int, default=1_000, help="threads they are spread over")
+    parser.add_argument("--tokens", type=int, default=200, help="tokens per message (about)")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="om-replay-bench-") as tmp:
+        report = asyncio.run(bench(Path(tmp), args))
+    print(format_report(report))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
