@@ -79,8 +79,10 @@ async def produce(settings, messages: int, threads: int, tokens: int) -> int:
     per_thread = messages // threads
     async with OmClient(settings) as client:
         for first in range(0, threads, 50):
+            # The thread's name in each message: no two threads make the same request, so the
+            # cold pass is cold (the cache would answer a request another thread made).
             batch = [Message(id=f"r{t}-m{i}", thread_id=f"r{t}", role="assistant" if i % 2 else "user",
-                             content=bodies[(t * 31 + i) % len(bodies)], created_at=now)
+                             content=f"[r{t}] {bodies[(t * 31 + i) % len(bodies)]}", created_at=now)
                      for t in range(first, min(first + 50, threads)) for i in range(per_thread)]
             await client.send_messages(batch)
             progress(f"produced {min(first + 50, threads) * per_thread} of {per_thread * threads} messages")

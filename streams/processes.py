@@ -66,7 +66,7 @@ def start_child(settings: Settings, command: str, log: Path, *,
         args += ["--config", str(settings.config_file)]
     env = {**os.environ, "OM_DATA_DIR": str(settings.data_dir), "OM_NAMESPACE": settings.namespace,
            "OM_WEB_PORT": str(settings.web_port), "OM_FOLD_MODE": settings.fold_mode,
-           "PYTHONUNBUFFERED": "1"}
+           "OM_ONLY_THREADS": settings.only_threads, "PYTHONUNBUFFERED": "1"}
     if settings.version != LIVE:
         # Only a version asked for by name: a reader of the live settings serves the version
         # `om switch` chose.

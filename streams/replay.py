@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from .processes import start_child, stop_child
@@ -98,26 +99,51 @@ class Watch:
             await self._admin.close()
 
 
-async def prepare(settings: Settings, mode: str) -> Settings:
+async def prepare(settings: Settings, mode: str, start: datetime | None = None) -> Settings:
     """The replay's settings (version, mode), its topics created and the version registered.
 
-    A name already registered with another configuration is refused: its state was folded under
-    that configuration, and resuming under a new one would mix the two."""
+    A name already registered with another configuration or other threads is refused: its state
+    was folded under those, and resuming under new ones would mix the two."""
     await ensure_topics(settings)
     registry = await read_registry(settings)
     info = version_info(settings)
     chosen = choose_mode(registry, info.digest, mode)
     known = registry.versions.get(settings.version)
-    if known is not None and known.digest != info.digest:
+    if known is not None and (known.digest, known.threads) != (info.digest, info.threads):
         raise ReplayRefused(
-            f"version {settings.version!r} exists with another configuration (digest {known.digest}, "
-            f"this one {info.digest}): `om drop {settings.version}` first, or replay as another name")
+            f"version {settings.version!r} exists with another configuration or other threads "
+            f"(digest {known.digest}, threads {', '.join(known.threads) or 'all'}; this one {info.digest}, "
+            f"{', '.join(info.threads) or 'all'}): `om drop {settings.version}` first, or replay as another name")
+    if start is not None:
+        await start_at(settings, start)
     if known is not None and mode == "auto":
         chosen = known.fold_mode  # a resumed replay keeps the mode it was folded with
     settings = replace(settings, fold_mode=chosen)
     await ensure_topics(settings)
     await register(settings, version_info(settings))
     return settings
+
+
+async def start_at(settings: Settings, when: datetime) -> bool:
+    """Start a new version's group at the first log record of `when` or later (the records
+    before are not its inputs); a version that has committed a position keeps it.  True if set."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    topic = Topics.of(settings).log
+    parts = [TopicPartition(topic, p) for p in (await partitions_of(settings.bootstrap, [topic]))[topic]]
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=settings.app_id,
+                                enable_auto_commit=False)
+    await consumer.start()
+    try:
+        consumer.assign(parts)
+        if any([await consumer.committed(tp) is not None for tp in parts]):
+            return False
+        found = await consumer.offsets_for_times({tp: round(when.timestamp() * 1000) for tp in parts})
+        ends = await consumer.end_offsets(parts)
+        await consumer.commit({tp: found[tp].offset if found[tp] else ends[tp] for tp in parts})
+        return True
+    finally:
+        await consumer.stop()
 
 
 def _figures(p: Positions, stats: WorkerStats, started: float, first: int) -> dict[str, Any]:
@@ -132,11 +158,11 @@ def _figures(p: Positions, stats: WorkerStats, started: float, first: int) -> di
 
 
 async def replay(settings: Settings, *, mode: str = "auto", exit_when_caught_up: bool = False,
-                 progress: Any = None) -> dict[str, Any]:
+                 start: datetime | None = None, progress: Any = None) -> dict[str, Any]:
     """Run the version's worker and watch it until it has caught up (when asked to stop then)
-    or until interrupted; the final figures.  `progress(figures)` is called about twice a
-    second."""
-    settings = await prepare(settings, mode)
+    or until interrupted; the final figures.  `start`: fold the log from this time on (a new
+    version).  `progress(figures)` is called about twice a second."""
+    settings = await prepare(settings, mode, start)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     log_file = settings.data_dir / f"replay-{settings.version}.log"
     child = start_child(settings, "worker", log_file, dies_with_parent=True)

@@ -18,7 +18,7 @@ limits `OM_MAX_RECORD_BYTES`, `OM_MAX_DEPTH`, `OM_MAX_PARTS`, `OM_MAX_TEXT_CHARS
 `OM_MAX_CLOCK_SKEW_MS`, `OM_MAX_HELD` (see `omstream.limits` for their defaults), the model
 agents' `OM_JOB_DEADLINE_MS`, the fold agent's `OM_BATCH_MAX`, `OM_MEMORY_BATCH_MAX`,
 `OM_BATCH_WAIT_MS` and `OM_STATE_CACHE`, the worker's `OM_INSTANCE_ID`, the memory version
-`OM_VERSION` and its `OM_FOLD_MODE`, and `OM_CONFIG` names
+`OM_VERSION` with its `OM_FOLD_MODE` and `OM_ONLY_THREADS`, and `OM_CONFIG` names
 the file.
 When `bootstrap` is set nowhere, it follows `broker_port` (the local broker `om` starts).
 
@@ -66,6 +66,9 @@ class Settings:
     # replay under the live configuration) or "settled" (a replay under another configuration:
     # each result before the memory's next input).  `om replay` chooses it.
     fold_mode: str = "follow"
+    # The threads this version folds (thread ids separated by commas); empty: every thread.
+    # Another thread's records are passed over (`om replay --threads`).
+    only_threads: str = ""
     bootstrap: str = "127.0.0.1:9092"
     partitions: int = 4
     data_dir: Path = Path(".omstream")
@@ -104,6 +107,10 @@ class Settings:
     instance_id: str = ""
     om: OmConfig = field(default_factory=OmConfig)
     config_file: Path | None = None
+
+    @property
+    def thread_filter(self) -> frozenset[str]:
+        return frozenset(t.strip() for t in self.only_threads.split(",") if t.strip())
 
     @property
     def app_id(self) -> str:

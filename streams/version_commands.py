@@ -15,6 +15,7 @@ import difflib
 import shutil
 import sys
 from dataclasses import replace
+from datetime import datetime, timezone
 from typing import Any
 
 import orjson
@@ -43,6 +44,14 @@ def check_name(name: str) -> str:
     return name
 
 
+def _moment(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO-8601 time (2026-11-01T00:00:00Z)") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
 # --- replay -----------------------------------------------------------------------------------
 def cmd_replay(args: argparse.Namespace) -> int:
     from tqdm import tqdm
@@ -55,6 +64,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return _fail(args, "the live version is folded by `om worker`; replay as another name")
     setup_logging("WARNING")
     settings = _settings(args, args.as_name)
+    if args.threads:
+        settings = replace(settings, only_threads=",".join(t.strip() for t in args.threads.split(",") if t.strip()))
     bar = tqdm(unit="rec", disable=None, file=sys.stderr, dynamic_ncols=True)
 
     def show(f: dict[str, Any]) -> None:
@@ -66,7 +77,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     try:
         figures = asyncio.run(replay(settings, mode=args.mode, exit_when_caught_up=args.exit_when_caught_up,
-                                     progress=show))
+                                     start=args.start, progress=show))
     except ReplayRefused as exc:
         bar.close()
         return _fail(args, str(exc))
@@ -153,7 +164,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         print(f"{args.a} and {args.b}: equal context windows of thread {args.thread} ({ta} tokens)")
         return 0
     print(f"{args.a}: {ta} tokens, {args.b}: {tb} tokens")
-    if args.side_by_side:
+    if not args.unified:
         width = max(20, (shutil.get_terminal_size().columns - 3) // 2)
         for left, right in _pairs(a, b):
             mark = " " if left == right else "|"
@@ -246,6 +257,10 @@ def add_commands(command) -> None:
     p.add_argument("--mode", choices=["auto", "follow", "settled"], default="auto",
                    help="follow the log's recorded results (the live configuration) or settle every "
                    "job before the memory's next input (another configuration); auto chooses")
+    p.add_argument("--threads", help="only these threads (ids separated by commas); default: every thread")
+    p.add_argument("--from", dest="start", type=_moment, metavar="TIME",
+                   help="fold the log from this time on (ISO-8601, e.g. 2026-11-01T00:00:00Z): the "
+                   "memories begin empty there; a resumed version keeps its position")
     p.add_argument("--exit-when-caught-up", action="store_true",
                    help="stop once the log is folded and every job answered (default: keep following)")
     p.set_defaults(func=cmd_replay)
@@ -258,7 +273,7 @@ def add_commands(command) -> None:
     p.add_argument("a", type=check_name, help="a version")
     p.add_argument("b", type=check_name, help="another version")
     p.add_argument("--thread", required=True, help="thread id")
-    p.add_argument("--side-by-side", action="store_true", help="two columns instead of a unified diff")
+    p.add_argument("--unified", action="store_true", help="a unified diff instead of two columns")
     p.set_defaults(func=cmd_diff)
 
     p = command("switch", help="make a version the one readers serve by default")

@@ -37,6 +37,7 @@ class VersionInfo:
     digest: str
     fold_mode: str
     config: dict[str, Any]
+    threads: tuple[str, ...] = ()  # the threads it folds; empty: all
 
 
 @dataclass
@@ -49,7 +50,8 @@ def version_info(settings: Settings) -> VersionInfo:
     from .engine.step import config_digest
 
     return VersionInfo(settings.version, config_digest(settings.om), settings.fold_mode,
-                       settings.om.model_dump(mode="json", by_alias=True, exclude_defaults=True))
+                       settings.om.model_dump(mode="json", by_alias=True, exclude_defaults=True),
+                       tuple(sorted(settings.thread_filter)))
 
 
 async def read_registry(settings: Settings) -> Registry:
@@ -82,7 +84,8 @@ def _apply(registry: Registry, key: bytes, value: bytes | None) -> None:
             registry.versions.pop(name, None)
         else:
             data = orjson.loads(value)
-            registry.versions[name] = VersionInfo(name, data["digest"], data["foldMode"], data["config"])
+            registry.versions[name] = VersionInfo(name, data["digest"], data["foldMode"], data["config"],
+                                                  tuple(data.get("threads", ())))
 
 
 async def _send(settings: Settings, key: bytes, value: bytes | None) -> None:
@@ -98,7 +101,7 @@ async def _send(settings: Settings, key: bytes, value: bytes | None) -> None:
 
 async def register(settings: Settings, info: VersionInfo) -> None:
     value = orjson.dumps({"name": info.name, "digest": info.digest, "foldMode": info.fold_mode,
-                          "config": info.config})
+                          "config": info.config, "threads": list(info.threads)})
     await _send(settings, f"version:{info.name}".encode(), value)
 
 

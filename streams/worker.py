@@ -168,6 +168,7 @@ class FoldContext:
     config: EngineConfig
     limits: Limits
     result_key: bytes
+    threads: frozenset[str] = frozenset()  # empty: every thread
 
 
 @dataclass(frozen=True)
@@ -253,6 +254,8 @@ def _fold_checked(ctx: FoldContext, message, memories: Memories) -> Outcome:
     key = _checked_key(ctx, message, record)
     if isinstance(record, ModelResult) and not addressed(record, ctx.config):
         return Outcome()  # another version's: not even its position is part of this memory
+    if ctx.threads and getattr(record, "thread_id", None) not in ctx.threads:
+        return Outcome()  # a version of some threads only (`om replay --threads`)
     if isinstance(record, Message):
         violation = check_message(record, ctx.limits, _log_time_ms(message))
         if violation is not None:
@@ -639,7 +642,8 @@ def build_app(settings: Settings) -> faust.App:
     cache = StateCache(settings.state_cache)
 
     key_for_results = result_key(settings.result_key, settings.data_dir)
-    context = FoldContext(settings, topics, config, Limits.from_settings(settings), key_for_results)
+    context = FoldContext(settings, topics, config, Limits.from_settings(settings), key_for_results,
+                          settings.thread_filter)
 
     async def store_and_ack(batch: list, phases: list, stored: dict) -> None:
         """Store a batch's states, then ack its records (their offsets may be committed)."""

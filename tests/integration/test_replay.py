@@ -26,6 +26,7 @@ import sys
 import time
 from collections import defaultdict
 from dataclasses import replace
+from datetime import datetime, timezone
 
 import orjson
 import pytest
@@ -79,9 +80,10 @@ async def wait_caught_up(settings, timeout: float = 180.0) -> None:
         await watch.stop()
 
 
-def run_replay(config, name: str) -> dict:
+def run_replay(config, name: str, *options: str) -> dict:
     done = subprocess.run([sys.executable, "-m", "omstream.cli", "--config", str(config), "replay",
-                           "--as", name, "--exit-when-caught-up"], capture_output=True, text=True, timeout=600)
+                           "--as", name, "--exit-when-caught-up", *options], capture_output=True, text=True,
+                          timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return orjson.loads(done.stdout)
 
@@ -180,6 +182,7 @@ def test_replay_follows_the_live_memory_and_settles_a_new_configuration(new_env)
     # 4 and 5: a replay killed at about half and run again ends as the uninterrupted one did,
     # and the live version keeps folding and answering meanwhile.
     again = replace(new, version="again")
+    before_during = datetime.now(timezone.utc)
     server = Server(live, env.root / "web.log")
     try:
         asyncio.run(server.ready())
@@ -201,10 +204,23 @@ def test_replay_follows_the_live_memory_and_settles_a_new_configuration(new_env)
         got, want = without_positions(distinct(again_events[key])), without_positions(replay_events[key])
         assert got == want, f"{thread}: {first_difference(got, want)}"
 
+    # A version of some threads, and one of the log from a time on.
+    two = run_replay(new_config, "two", "--threads", "t00,t01")
+    two_events = asyncio.run(events_by_memory(replace(new, version="two")))
+    assert set(two_events) == {"thread:t00", "thread:t01"} and two["memories"] == 2
+    for key in two_events:
+        assert without_positions(two_events[key]) == without_positions(replay_events[key])
+    late = run_replay(new_config, "late", "--from", before_during.isoformat())
+    late_events = asyncio.run(events_by_memory(replace(new, version="late")))
+    assert set(late_events) == {"thread:during"} and late["memories"] == 1
+    accepted = [e for e in late_events["thread:during"] if e["type"] == "om-message-accepted"]
+    assert len(accepted) == during["liveAnswers"]
+    print(f"--threads t00,t01: {two['memories']} memories; --from: {len(accepted)} messages of thread 'during'")
+
     # The other version commands, on the versions this test made.
     listed = {row["version"]: row for row in orjson.loads(om(env.config, "versions", "--json").stdout)}
     print(f"om versions: {listed}")
-    assert set(listed) == {"live", "same", "smaller", "again"}
+    assert set(listed) == {"live", "same", "smaller", "again", "two", "late"}
     assert (listed["same"]["foldMode"], listed["same"]["modelCalls"], listed["same"]["cacheHits"]) == \
         ("follow", 0, len(live_jobs))
     assert listed["smaller"]["foldMode"] == "settled" and listed["same"]["digest"] == listed["live"]["digest"]
