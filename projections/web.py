@@ -9,6 +9,8 @@
                        reads its own writes.  `OmClient` sends return these positions.
         ?wait=SECONDS  how long to wait, for `after` and while a blocking observation is in
                        flight (10)
+        ?version=NAME  another memory version than the one served (its projection is built on
+                       the first request, and followed from then on; 404 for no such version)
 
 The answer has `"stale": true` when the `after` position was not reached in time (the view is
 then the current one).  Only records whose fold always emits an event reach their position by
@@ -44,8 +46,60 @@ class ListenError(OSError):
         super().__init__(cause.errno, f"cannot listen on {host}:{port} ({cause.strerror or cause})")
 
 
-def build_web_app(feed: ProjectionFeed) -> web.Application:
+class Versions:
+    """The projection of each version a reader asked for: the served one, and others built on
+    their first request and followed from then on."""
+
+    def __init__(self, feed: ProjectionFeed) -> None:
+        self.served = feed
+        self._others: dict[str, tuple[ProjectionFeed, asyncio.Task]] = {}
+        self._lock = asyncio.Lock()
+
+    async def feed(self, version: str | None) -> ProjectionFeed | None:
+        """The version's projection, caught up with its events at least as of this call; None
+        when the namespace has no such version."""
+        from dataclasses import replace
+
+        from omstream.topics import Topics, partitions_of
+
+        settings = self.served.settings
+        if version is None or version == settings.version:
+            return self.served
+        async with self._lock:
+            if version not in self._others:
+                other = replace(settings, version=version)
+                topic = Topics.of(other).events
+                if not (await partitions_of(settings.bootstrap, [topic])).get(topic):
+                    return None
+                feed = ProjectionFeed(other)
+                await feed.start()
+                self._others[version] = (feed, asyncio.create_task(feed.run()))
+        feed = self._others[version][0]
+        await feed.wait_until(lambda: feed.ready, 60.0)
+        return feed
+
+    async def stop(self) -> None:
+        for feed, task in self._others.values():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await feed.stop()
+
+
+def build_web_app(feed: ProjectionFeed, versions: Versions | None = None) -> web.Application:
     routes = web.RouteTableDef()
+    versions = versions or Versions(feed)
+
+    async def feed_of(request: web.Request) -> ProjectionFeed:
+        from omstream.settings import VERSION_NAME
+
+        name = request.query.get("version")
+        if name is not None and not VERSION_NAME.fullmatch(name):
+            raise web.HTTPBadRequest(text=f"no such version name: {name!r}")
+        chosen = await versions.feed(name)
+        if chosen is None:
+            raise web.HTTPNotFound(text=f"unknown version {name!r}")
+        return chosen
 
     @routes.get("/healthz")
     async def health(_: web.Request) -> web.Response:
@@ -55,7 +109,8 @@ def build_web_app(feed: ProjectionFeed) -> web.Application:
                                  status=200 if feed.ready else 503)
 
     @routes.get("/threads")
-    async def threads(_: web.Request) -> web.Response:
+    async def threads(request: web.Request) -> web.Response:
+        feed = await feed_of(request)
         return web.json_response({"threads": [
             {"threadId": v.thread_id, "messages": len(v.messages), "observed": len(v.observed),
              "generation": v.generation, "blocked": v.blocked}
@@ -64,6 +119,7 @@ def build_web_app(feed: ProjectionFeed) -> web.Application:
 
     @routes.get("/threads/{thread_id}/context")
     async def context(request: web.Request) -> web.Response:
+        feed = await feed_of(request)
         thread_id = request.match_info["thread_id"]
         try:
             wait = min(max(float(request.query.get("wait", "10")), 0.0), 300.0)
@@ -98,7 +154,8 @@ async def serve(settings: Settings, on_ready: Callable[[str], None] | None = Non
     `on_ready(url)` is called once the server listens and the feed reads the topics.
     """
     feed = ProjectionFeed(settings)
-    runner = web.AppRunner(build_web_app(feed))
+    versions = Versions(feed)
+    runner = web.AppRunner(build_web_app(feed, versions))
     await runner.setup()
     task: asyncio.Task | None = None
     try:
@@ -118,4 +175,5 @@ async def serve(settings: Settings, on_ready: Callable[[str], None] | None = Non
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await runner.cleanup()
+        await versions.stop()
         await feed.stop()

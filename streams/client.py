@@ -159,9 +159,11 @@ class OmClient:
             self.topics.log, encode(record), key=self._key(record.thread_id, record.resource_id)))
 
     async def context(self, thread_id: str, *, after: LogPosition | str | None = None,
-                      wait: float = 10.0, base_url: str | None = None) -> dict[str, Any] | None:
+                      wait: float = 10.0, base_url: str | None = None,
+                      version: str | None = None) -> dict[str, Any] | None:
         """The thread's context window from `om serve` (`base_url`, by default the configured
-        web address); None for a thread the projection does not know.
+        web address), in the version it serves or in `version`; None for a thread the
+        projection does not know.
 
         With `after` (a position a send returned), the server first waits up to `wait` seconds
         until the fold's output for that record is in its projection; the answer's `stale` is
@@ -172,6 +174,8 @@ class OmClient:
         params = {"wait": str(wait)}
         if after is not None:
             params["after"] = str(after)
+        if version is not None:
+            params["version"] = version
         async with aiohttp.ClientSession() as http:
             async with http.get(url, params=params, timeout=aiohttp.ClientTimeout(total=wait + 30)) as r:
                 if r.status == 404:

@@ -233,9 +233,13 @@ def test_replay_follows_the_live_memory_and_settles_a_new_configuration(new_env)
     try:
         asyncio.run(server.ready())
         status, served = asyncio.run(server.get("/threads/t00/context"))
+        asked = asyncio.run(server.get("/threads/t00/context", version="same"))
+        unknown = asyncio.run(server.get("/threads/t00/context", version="nothing"))[0]
     finally:
         server.stop()
     assert status == 200 and served["observations"] == asyncio.run(observations(new, "t00"))
+    assert asked[0] == 200 and asked[1]["observations"] == asyncio.run(observations(replayed, "t00"))
+    assert asked[1]["observations"] != served["observations"] and unknown == 404
     assert om(env.config, "drop", "again", "--yes").returncode == 0
     assert not asyncio.run(partitions_of(live.bootstrap, [Topics.of(again).events])).get(Topics.of(again).events)
     assert "again" not in {row["version"] for row in orjson.loads(om(env.config, "versions", "--json").stdout)}
