@@ -272,7 +272,11 @@ def _fold_checked(ctx: FoldContext, message, memories: Memories) -> Outcome:
         seq = memories.salvaged_seq(kbytes)
         if seq:
             state = state.model_copy(update={"seq": seq})
-    if holds(state, record, ctx.config, log_time=_log_time(message)):
+    # A settled version holds a memory's inputs until its own result comes back, and that
+    # result is written at the log's end: a replay reading history holds a memory's whole
+    # remaining history at first.  Refusing any of it would make the replay depend on how far
+    # ahead it read, so `max_held` bounds the versions that follow the log only.
+    if not ctx.config.settled and holds(state, record, ctx.config, log_time=_log_time(message)):
         violation = check_held(len(state.held), ctx.limits)
         if violation is not None:
             raise _Refused(violation.code, violation.reason)

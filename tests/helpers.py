@@ -63,6 +63,7 @@ def scripted_result(job: ModelJob, *, ok: bool = True, output: str | None = None
         request_hash=job.request_hash, ok=ok, output=output if ok else None, error=error,
         model=job.model, started_at=job.created_at,
         completed_at=job.created_at + timedelta(milliseconds=ms),
+        version=job.version, config_digest=job.config_digest,
     )
 
 #: The long-thread scenario and its recordings (copied from the reference shelf, ours to ship).

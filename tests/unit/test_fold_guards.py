@@ -235,3 +235,22 @@ def test_large_messages_no_longer_add_up_to_a_state_too_large_for_the_broker():
         assert dead(outcome) == []
     assert store.state().pending_ids == ("t1-m0", "t1-m1")
     assert max(len(v) for v in store.records.values()) < MAX_OUTPUT_BYTES
+
+
+def test_a_settled_version_holds_past_the_limit_and_ignores_other_versions_results():
+    settled = engine(500)
+    settled = type(settled)(settled.om, "replay", settled=True)
+    ctx = FoldContext(Settings(), TOPICS, settled, Limits(max_held=2), SECRET)
+    store = Store()
+    job = blocking(store, ctx)
+    assert job.version == "replay" and job.config_digest == settled.digest
+    for i in (6, 7, 8, 9):
+        assert dead(store.feed(ctx, raw(message(i)))) == []
+    assert len(store.state().held) == 4
+    # The live version's answer to the same cycle and request is not this version's input.
+    live = scripted_result(job).model_copy(update={"version": "live"})
+    value, headers = signed_result(live)
+    assert store.feed(ctx, value, headers=headers).records == [] and store.state().in_flight is not None
+    value, headers = signed_result(scripted_result(job))
+    assert "data-om-observation-end" in event_types(store.feed(ctx, value, headers=headers))
+    assert store.state().pending_ids == ("t1-m6", "t1-m7", "t1-m8", "t1-m9")
