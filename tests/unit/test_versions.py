@@ -3,6 +3,9 @@ what a settled version holds, what makes two requests equal."""
 
 from __future__ import annotations
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from omstream.engine.fold import EngineConfig, addressed, fold, new_state
 from omstream.engine.step import config_digest
 from omstream.models.cache import answer_from
@@ -87,3 +90,36 @@ def test_version_names_its_outputs_and_group_the_live_one_keeps_its_names():
     assert (live.events, live.jobs, live.dlq) == ("om.events", "om.jobs", "om.dlq")
     assert (v.events, v.jobs, v.dlq, v.log, v.cache) == ("om.v.v2.events", "om.v.v2.jobs", "om.v.v2.dlq", "om.log", "om.cache")
     assert Settings().app_id == "omstream-om" and Settings(version="v2").app_id == "omstream-om.v.v2"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(min_value=0, max_value=6), min_size=60, max_size=60),
+       st.lists(st.integers(min_value=20, max_value=120), min_size=60, max_size=60))
+def test_a_settled_version_decides_the_same_however_late_its_results_arrive(delays, words):
+    """The determinism a settled replay rests on: each result is delivered `delay` inputs after
+    the job that asked for it (or at the end), and the events are those of answering at once."""
+    cfg = config("v", settled=True, messageTokens=700, bufferTokens=150)
+    cfg = EngineConfig(cfg.om.model_copy(update={"reflection": cfg.om.reflection.model_copy(
+        update={"observation_tokens": 900})}), "v", settled=True)
+    inputs = [message(i, words=w) for i, w in enumerate(words)]
+
+    def run(delay_of) -> list:
+        state, events, waiting = new_state("thread:t1", "t1", "u1"), [], []  # (due, result)
+        pending = list(inputs)
+        step = 0
+        while pending or waiting:
+            due = [w for w in waiting if w[0] <= step or not pending]
+            if due:
+                waiting.remove(due[0])
+                out = fold(state, due[0][1], cfg)
+            else:
+                out = fold(state, pending.pop(0), cfg)
+                step += 1
+            state = out.state
+            events += out.events
+            waiting += [(step + delay_of(len(events)), untimed(scripted_result(job), job)) for job in out.jobs]
+        return [e.wire() for e in events]
+
+    at_once = run(lambda _: 0)
+    assert any(e["type"] == "data-om-buffering-end" for e in at_once)
+    assert run(lambda n: delays[n % len(delays)]) == at_once
