@@ -47,26 +47,8 @@ from omstream.schemas.messages import Message
 from omstream.settings import load_settings
 from omstream.topics import ensure_topics
 
+from .e2e import CONFIG
 from .fold_bench import make_bodies
-
-CONFIG = """
-[omstream]
-namespace = "{namespace}"
-bootstrap = "{bootstrap}"
-partitions = 4
-data_dir = "{data}"
-
-[observationalMemory]
-tokenCounter = "tokenx"
-
-[observationalMemory.observation]
-model = "scripted/observer"
-messageTokens = 3000
-
-[observationalMemory.reflection]
-model = "scripted/reflector"
-"""
-
 
 def progress(text: str) -> None:
     print(f"[replay {time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
@@ -113,7 +95,7 @@ async def bench(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         await broker.wait_ready(timeout=120)
         config = root / "om.toml"
         config.write_text(CONFIG.format(namespace=f"rp{uuid.uuid4().hex[:8]}", bootstrap=broker.bootstrap,
-                                        data=root / "data"))
+                                        data=root / "data", counter="tokenx", message_tokens=3000))
         settings = load_settings(config)
         await ensure_topics(settings)
         sent = await produce(settings, args.messages, args.threads, args.tokens)

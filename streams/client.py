@@ -41,7 +41,7 @@ from omstream.engine.fold import memory_key
 
 from .conversation import turns
 from .settings import Settings
-from .topics import Topics, partitions_of
+from .topics import Topics, memory_partition, partitions_of, read_until_end
 
 __all__ = ["LogPosition", "OmClient", "known_thread"]
 
@@ -202,30 +202,16 @@ async def known_thread(settings: Settings, thread_id: str, resource_id: str | No
     (the producer's default partitioner, as in `send_messages`), and decodes only the records
     with that key.  A namespace without topics knows no thread.
     """
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-    from aiokafka.partitioner import DefaultPartitioner
-
     topics = Topics.of(settings)
     key = memory_key(settings.om, thread_id, resource_id).encode()
     layout = await partitions_of(settings.bootstrap, [topics.log])
     if not layout.get(topics.log):
         return False
-    parts = [TopicPartition(topics.log, DefaultPartitioner()(key, layout[topics.log], None))]
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None,
-                                enable_auto_commit=False)
-    await consumer.start()
-    try:
-        consumer.assign(parts)
-        await consumer.seek_to_beginning(*parts)
-        ends = await consumer.end_offsets(parts)
-        marks: list[bool] = []  # in log order: True for a message, False for a deletion
-        while [tp for tp in parts if await consumer.position(tp) < ends[tp]]:
-            batch = await consumer.getmany(*parts, timeout_ms=1000)
-            for records in batch.values():
-                marks += [mark for r in records if r.key == key
-                          for mark in [_thread_mark(r.value, thread_id)] if mark is not None]
-    finally:
-        await consumer.stop()
+    marks: list[bool] = []  # in log order: True for a message, False for a deletion
+    async for record in read_until_end(settings.bootstrap, topics.log,
+                                       [memory_partition(key, layout[topics.log])]):
+        if record.key == key and (mark := _thread_mark(record.value, thread_id)) is not None:
+            marks.append(mark)
     return bool(marks) and marks[-1]  # one log: the latest mark decides
 
 

@@ -22,7 +22,7 @@ up with.
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -34,7 +34,7 @@ from omstream.schemas.jobs import ModelResult
 from .conversation import ConversationRecord
 from .engine.fold import memory_key
 from .settings import Settings
-from .topics import Topics, partitions_of
+from .topics import Topics, memory_partition, partitions_of, read_until_end
 
 __all__ = ["ExportSummary", "Selection", "UnknownVersion", "choose", "export", "refused_positions"]
 
@@ -133,13 +133,13 @@ async def export(settings: Settings, *, thread: str | None, resource: str | None
     raw_key = key.encode()
     # Only the memory's records are kept while reading: the partition holds other memories too.
     candidates = []
-    async for record in _records(settings, topics.log, [memory_partition(raw_key, layout[topics.log])],
+    async for record in read_until_end(settings.bootstrap, topics.log, [memory_partition(raw_key, layout[topics.log])],
                                  progress):
         if record.key == raw_key:
             candidates.append(record)
         else:
             summary.skipped["other-memory"] += 1
-    letters = [record.value async for record in _records(settings, topics.dlq, layout[topics.dlq])]
+    letters = [record.value async for record in read_until_end(settings.bootstrap, topics.dlq, layout[topics.dlq])]
     selection = Selection(key, thread, refused_positions(letters, topics.log))
     for record in candidates:
         chosen = choose(record.key, record.value, (record.partition, record.offset), selection)
@@ -150,43 +150,3 @@ async def export(settings: Settings, *, thread: str | None, resource: str | None
         summary.written += 1
     out.flush()
     return summary
-
-
-def memory_partition(key: bytes, partitions: list[int]) -> int:
-    """The partition the producer's default partitioner gives a memory key (as `OmClient`)."""
-    from aiokafka.partitioner import DefaultPartitioner
-
-    return DefaultPartitioner()(key, partitions, None)
-
-
-async def _records(settings: Settings, topic: str, partitions: list[int],
-                   progress: Callable[[int, int], Any] | None = None) -> AsyncIterator[Any]:
-    """The records of the partitions, from their start to the end offsets taken now, each
-    partition's in order."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-
-    parts = [TopicPartition(topic, p) for p in partitions]
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None,
-                                enable_auto_commit=False)
-    await consumer.start()
-    try:
-        consumer.assign(parts)
-        await consumer.seek_to_beginning(*parts)
-        starts = await consumer.beginning_offsets(parts)
-        ends = await consumer.end_offsets(parts)
-        total = sum(ends[tp] - starts[tp] for tp in parts)
-        while True:
-            positions = {tp: min(await consumer.position(tp), ends[tp]) for tp in parts}
-            if progress is not None:
-                progress(sum(positions[tp] - starts[tp] for tp in parts), total)
-            waiting = [tp for tp in parts if positions[tp] < ends[tp]]
-            if not waiting:
-                return
-            batch = await consumer.getmany(*waiting, timeout_ms=1000)
-            for tp, records in batch.items():
-                for record in records:
-                    # A fetch may reach past the end taken at the start: written since, not read.
-                    if record.offset < ends[tp]:
-                        yield record
-    finally:
-        await consumer.stop()

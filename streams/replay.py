@@ -119,7 +119,6 @@ async def prepare(settings: Settings, mode: str, start: datetime | None = None) 
     if known is not None and mode == "auto":
         chosen = known.fold_mode  # a resumed replay keeps the mode it was folded with
     settings = replace(settings, fold_mode=chosen)
-    await ensure_topics(settings)
     await register(settings, version_info(settings))
     return settings
 

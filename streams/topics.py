@@ -15,11 +15,14 @@ The live version keeps the names it always had (`<ns>.events`); another version 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .settings import LIVE, Settings
 
-__all__ = ["TopicLayoutError", "TopicSpec", "Topics", "ensure_topics"]
+__all__ = ["TopicLayoutError", "TopicSpec", "Topics", "ensure_topics", "memory_partition", "partitions_of",
+           "read_until_end"]
 
 FOREVER = {"retention.ms": "-1", "retention.bytes": "-1"}
 WEEK = {"retention.ms": str(7 * 24 * 3600 * 1000)}
@@ -168,3 +171,43 @@ async def partitions_of(bootstrap: str, names: list[str]) -> dict[str, list[int]
     finally:
         await admin.close()
     return {d["topic"]: sorted(p["partition"] for p in d["partitions"]) for d in described}
+
+
+def memory_partition(key: bytes, partitions: list[int]) -> int:
+    """The partition the producer's default partitioner gives a memory key (as `OmClient`
+    sends): the one partition of `<ns>.log` that holds that memory."""
+    from aiokafka.partitioner import DefaultPartitioner
+
+    return DefaultPartitioner()(key, partitions, None)
+
+
+async def read_until_end(bootstrap: str, topic: str, partitions: list[int],
+                         progress: Callable[[int, int], Any] | None = None) -> AsyncIterator[Any]:
+    """The records of the partitions, from their start to the end offsets taken now, each
+    partition's in order; `progress(read, total)` after each fetch."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    parts = [TopicPartition(topic, p) for p in partitions]
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        consumer.assign(parts)
+        await consumer.seek_to_beginning(*parts)
+        starts = await consumer.beginning_offsets(parts)
+        ends = await consumer.end_offsets(parts)
+        total = sum(ends[tp] - starts[tp] for tp in parts)
+        while True:
+            positions = {tp: min(await consumer.position(tp), ends[tp]) for tp in parts}
+            if progress is not None:
+                progress(sum(positions[tp] - starts[tp] for tp in parts), total)
+            waiting = [tp for tp in parts if positions[tp] < ends[tp]]
+            if not waiting:
+                return
+            batch = await consumer.getmany(*waiting, timeout_ms=1000)
+            for tp, records in batch.items():
+                for record in records:
+                    # A fetch may reach past the end taken at the start: written since, not read.
+                    if record.offset < ends[tp]:
+                        yield record
+    finally:
+        await consumer.stop()

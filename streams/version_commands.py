@@ -20,19 +20,15 @@ from typing import Any
 
 import orjson
 
+from .cli import _fail
+from .cli import _settings as settings_of
+
 __all__ = ["add_commands", "check_name"]
 
 
 def _settings(args: argparse.Namespace, version: str | None = None):
-    from .settings import load_settings
-
-    settings = load_settings(getattr(args, "config", None))
+    settings = settings_of(args)
     return replace(settings, version=version) if version else settings
-
-
-def _fail(args: argparse.Namespace, reason: str) -> int:
-    print(f"om {args.command}: {reason}", file=sys.stderr)
-    return 1
 
 
 def check_name(name: str) -> str:
@@ -65,7 +61,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     setup_logging("WARNING")
     settings = _settings(args, args.as_name)
     if args.threads:
-        settings = replace(settings, only_threads=",".join(t.strip() for t in args.threads.split(",") if t.strip()))
+        settings = replace(settings, only_threads=args.threads)
     bar = tqdm(unit="rec", disable=None, file=sys.stderr, dynamic_ncols=True)
 
     def show(f: dict[str, Any]) -> None:

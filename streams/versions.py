@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from .settings import LIVE, Settings
-from .topics import Topics
+from .topics import Topics, read_until_end
 
 __all__ = ["Registry", "VersionInfo", "WorkerStats", "forget", "read_registry", "register",
            "set_default", "stats_path", "version_info"]
@@ -56,22 +56,9 @@ def version_info(settings: Settings) -> VersionInfo:
 
 async def read_registry(settings: Settings) -> Registry:
     """The registry as it stands (the topic read to its end)."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-
-    topic = Topics.of(settings).versions
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None,
-                                enable_auto_commit=False, auto_offset_reset="earliest")
-    await consumer.start()
     registry = Registry()
-    try:
-        tp = TopicPartition(topic, 0)
-        consumer.assign([tp])
-        end = (await consumer.end_offsets([tp]))[tp]
-        while await consumer.position(tp) < end:
-            for record in (await consumer.getmany(tp, timeout_ms=1000)).get(tp, []):
-                _apply(registry, record.key or b"", record.value)
-    finally:
-        await consumer.stop()
+    async for record in read_until_end(settings.bootstrap, Topics.of(settings).versions, [0]):
+        _apply(registry, record.key or b"", record.value)
     return registry
 
 
