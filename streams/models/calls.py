@@ -46,6 +46,8 @@ import orjson
 
 from omstream.schemas.jobs import ModelJob, ModelResult, Usage
 
+from . import local
+
 __all__ = [
     "ErrorCode",
     "RetryPolicy",
@@ -169,6 +171,8 @@ def model_provider(model: str) -> str:
     """litellm's provider of a (litellm) model name: `gemini`, `openai`, `scripted`, ..."""
     if model.startswith("scripted/"):
         return "scripted"
+    if local.is_local(model):
+        return "local"
     try:
         return _litellm().get_llm_provider(model)[1]
     except Exception:  # noqa: BLE001 - an unknown provider is reported by the call itself
@@ -248,7 +252,7 @@ def classify_error(exc: BaseException) -> tuple[ErrorCode, int | None]:
 
 
 def _missing_keys(litellm, model: str) -> list[str]:
-    if model.startswith("scripted/"):
+    if model.startswith("scripted/") or local.is_local(model):
         return []
     try:
         report = litellm.validate_environment(model=model)
@@ -387,6 +391,19 @@ def untimed(result: ModelResult, job: ModelJob) -> ModelResult:
     return result.model_copy(update={"started_at": job.created_at, "completed_at": job.created_at})
 
 
+async def _complete(litellm, model: str, messages: list[dict[str, Any]], timeout: float,
+                    arguments: dict[str, Any]) -> Any:
+    """One litellm call; a `local/` model is routed to its in-process server and waits for one
+    of its slots before the timeout starts."""
+    if not local.is_local(model):
+        return await litellm.acompletion(model=model, messages=messages, timeout=timeout,
+                                         num_retries=0, **arguments)
+    name, arguments = await local.route(model, dict(arguments))
+    async with local.slot(model):
+        return await litellm.acompletion(model=name, messages=messages, timeout=timeout,
+                                         num_retries=0, **arguments)
+
+
 async def run_job(job: ModelJob, policy: RetryPolicy = RetryPolicy(), *,
                   timeout: float = 600.0, rng: random.Random | None = None,
                   sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> ModelResult:
@@ -419,9 +436,7 @@ async def run_job(job: ModelJob, policy: RetryPolicy = RetryPolicy(), *,
             attempts += 1
             t0 = time.monotonic()
             try:
-                response = await litellm.acompletion(
-                    model=model, messages=messages, timeout=timeout, num_retries=0, **arguments,
-                )
+                response = await _complete(litellm, model, messages, timeout, arguments)
                 output = response.choices[0].message.content or ""
             except Exception as exc:  # noqa: BLE001 - every failure is reported, none escapes
                 retry = is_transient(exc) and tries <= retries
