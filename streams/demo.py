@@ -1,8 +1,12 @@
-"""`om demo`: the whole path on one machine, offline, with the scripted observer.
+"""`om demo`: the whole path on one machine, with a real model that runs offline.
 
 Starts (or reuses) the local broker, creates the topics, starts the worker and the web server
 as child processes, produces the demo conversation, prints the lifecycle events until every
 message is accounted for, then prints the context URL and keeps serving until Ctrl-C.
+
+The Observer and Reflector are `local/qwen2.5-1.5b` (installed on first use, 1.1 GB) unless
+`--model` names another: a hosted litellm model (with its key in the environment), or
+`scripted` for the deterministic scripted models the tests use.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import subprocess
 import sys
 import time
 import urllib.request
@@ -34,7 +39,48 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def run_demo(settings: Settings, conversation: Path, *, stay: bool) -> int:
+SCRIPTED = ("scripted/observer", "scripted/reflector")
+
+
+def demo_models(model: str | None) -> tuple[str, str]:
+    """The demo's (observer, reflector): `--model` for both, the scripted pair for `scripted`,
+    else the offline local model."""
+    from .models.local import DEFAULT_MODEL
+
+    if model == "scripted":
+        return SCRIPTED
+    return (model, model) if model else (DEFAULT_MODEL, DEFAULT_MODEL)
+
+
+def _with_models(settings: Settings, models: tuple[str, str]) -> Settings:
+    """The settings with these models, written to a file the worker and web server read."""
+    from omstream.schemas.config import load_om_config
+
+    from .settings import read_config_file
+
+    data = read_config_file(settings.config_file) if settings.config_file else {}
+    options = data.setdefault("observationalMemory", {})
+    options.pop("model", None)
+    options.setdefault("observation", {})["model"], options.setdefault("reflection", {})["model"] = models
+    path = settings.data_dir / "demo-settings.json"
+    path.write_text(json.dumps(data, indent=2))
+    return replace(settings, om=load_om_config(options), config_file=path)
+
+
+def _ensure_local(models: tuple[str, str]) -> bool:
+    from .models import local
+
+    for model in sorted(set(models)):
+        if local.is_local(model) and not local.is_installed(model):
+            try:
+                local.install(model)
+            except (OSError, ValueError, subprocess.CalledProcessError) as exc:
+                print(f"om demo: cannot install {model}: {exc}", file=sys.stderr)
+                return False
+    return True
+
+
+def run_demo(settings: Settings, conversation: Path, *, stay: bool, model: str | None = None) -> int:
     from .cli import tail
     from .conversation import read_conversation
     from .topics import ensure_topics
@@ -55,6 +101,17 @@ def run_demo(settings: Settings, conversation: Path, *, stay: bool) -> int:
     # A fresh namespace per run: the broker keeps earlier runs' logs, and a demo must show its own.
     settings = replace(settings, namespace=f"{settings.namespace}-{time.strftime('%Y%m%d-%H%M%S')}")
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    models = demo_models(model)
+    settings = _with_models(settings, models)
+    real = not models[0].startswith("scripted/")
+    if models[0] == models[1] and real and models[0].startswith("local/"):
+        print(f"models: {models[0]}, a real model running offline on this machine (no API key); "
+              "for a hosted model: om demo --model openai/gpt-4o-mini (with OPENAI_API_KEY set)",
+              flush=True)
+    else:
+        print(f"models: observer {models[0]}, reflector {models[1]}", flush=True)
+    if not _ensure_local(models):
+        return 1
     print("1/5 resolving Kafka from Maven Central and starting the broker ...", flush=True)
     if owned_broker:
         broker.start()
@@ -82,13 +139,18 @@ def run_demo(settings: Settings, conversation: Path, *, stay: bool) -> int:
         print(f"3/5 playing {len(records)} messages of {len(threads)} thread(s) as an agent loop "
               "(message, step, reply, turn end) ...", flush=True)
         asyncio.run(_play(settings, records))
-        print("4/5 lifecycle events (the observer is the scripted local model):", flush=True)
-        done = asyncio.run(_follow(settings, base, threads, len(records), tail))
+        print(f"4/5 lifecycle events (the observer is {models[0]}"
+              f"{', about a minute a call on two cores' if models[0].startswith('local/') else ''}):", flush=True)
+        done = asyncio.run(_follow(settings, base, threads, len(records), tail,
+                                   patience=900 if real else 180))
         print(f"5/5 context windows{'' if done else ' (still settling)'}:")
         for thread in threads:
             ctx = _get(f"{base}/threads/{thread}/context?wait=0") or {}
             print(f"    {base}/threads/{thread}/context  -> {len(ctx.get('observedMessageIds', []))} "
                   f"messages observed, {len(ctx.get('messages', []))} raw")
+            if ctx.get("observations"):
+                print(f"    observations ({models[0]}):")
+                print("\n".join(f"      {line}" for line in ctx["observations"].splitlines()))
         if not stay:
             return 0 if done else 1
         print("serving; press Ctrl-C to stop the worker, the web server and the broker", flush=True)
@@ -126,12 +188,14 @@ async def _play(settings: Settings, messages: list, pause: float = 0.6) -> None:
         await client.play(messages, after_step=lambda _: asyncio.sleep(pause))
 
 
-async def _follow(settings: Settings, base: str, threads: list[str], total: int, tail) -> bool:
-    """Print events until every message is observed or raw in a settled context (≤ 3 min)."""
+async def _follow(settings: Settings, base: str, threads: list[str], total: int, tail,
+                  patience: float) -> bool:
+    """Print events until every message is observed or raw in a settled context (at most
+    `patience` seconds)."""
     printer = asyncio.create_task(tail(settings, thread=None, from_beginning=True, as_json=False,
                                        count=None, statuses=False, messages=False))
     try:
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + patience
         while time.monotonic() < deadline:
             await asyncio.sleep(1)
             views = [await asyncio.to_thread(_get, f"{base}/threads/{t}/context?wait=0") for t in threads]

@@ -17,7 +17,8 @@ Environment variables override the file: `OM_NAMESPACE`, `OM_BOOTSTRAP`, `OM_PAR
 limits `OM_MAX_RECORD_BYTES`, `OM_MAX_DEPTH`, `OM_MAX_PARTS`, `OM_MAX_TEXT_CHARS`,
 `OM_MAX_CLOCK_SKEW_MS`, `OM_MAX_HELD` (see `omstream.limits` for their defaults), the model
 agents' `OM_JOB_DEADLINE_MS`, the fold agent's `OM_BATCH_MAX`, `OM_MEMORY_BATCH_MAX`,
-`OM_BATCH_WAIT_MS` and `OM_STATE_CACHE`, the worker's `OM_INSTANCE_ID`, the memory version
+`OM_BATCH_WAIT_MS` and `OM_STATE_CACHE`, the worker's `OM_INSTANCE_ID`, the local model's
+`OM_MODEL_DIR`, `OM_LOCAL_SLOTS` and `OM_LOCAL_CONTEXT`, the memory version
 `OM_VERSION` with its `OM_FOLD_MODE` and `OM_ONLY_THREADS`, and `OM_CONFIG` names
 the file.
 When `bootstrap` is set nowhere, it follows `broker_port` (the local broker `om` starts).
@@ -105,6 +106,13 @@ class Settings:
     # takes its partitions back at once instead of after the session timeout.  Give each worker
     # of a namespace its own; empty: dynamic membership.
     instance_id: str = ""
+    # Where `om model install` puts a local model's weights and `local/<name>` loads them from;
+    # empty: $XDG_DATA_HOME/omstream/models (one copy per user, whatever the data_dir).
+    model_dir: str = ""
+    # Model slots of the in-process local model server (requests decoded at once), and the
+    # context length of each.
+    local_slots: int = 1
+    local_context: int = 16_384
     om: OmConfig = field(default_factory=OmConfig)
     config_file: Path | None = None
 
@@ -217,13 +225,15 @@ def _out_of_range(name: str, value: Any) -> str | None:
         return f"must be at least 1, got {value!r}"
     if name in ("model_retries", "retry_base_ms", "max_clock_skew_ms", "batch_wait_ms", "state_cache") and value < 0:
         return f"must not be negative, got {value!r}"
+    if name == "local_context" and value < 2048:
+        return f"must be at least 2048 tokens, got {value!r}"
     if name == "web_host" and not value:
         return "must not be empty"
     return None
 
 
 _AT_LEAST_ONE = ("max_record_bytes", "max_depth", "max_parts", "max_text_chars", "max_held",
-                 "job_deadline_ms", "batch_max", "memory_batch_max")
+                 "job_deadline_ms", "batch_max", "memory_batch_max", "local_slots")
 
 
 def _checked(name: str, raw: Any, convert) -> Any:

@@ -70,6 +70,7 @@ from omstream.engine.fold import EngineConfig, addressed, fold, holds, memory_ke
 from omstream.engine.state import MemoryState
 from omstream.models.cache import ResultCache, answer_from
 from omstream.models.calls import RetryPolicy, untimed, warm_up
+from omstream.models import local as local_models
 from omstream.models.hooks import Hooks, run_job_with_hooks
 
 from .backlog import Backlog, Intake
@@ -606,6 +607,10 @@ def build_app(settings: Settings) -> faust.App:
     topics = Topics.of(settings)
     config = EngineConfig(settings.om, settings.version, settled=settings.fold_mode == "settled")
     (settings.data_dir / "worker").mkdir(parents=True, exist_ok=True)  # faust makes only the last level
+    local_models.configure_from(settings)
+    for model in {settings.om.observer_model, settings.om.reflector_model}:
+        if local_models.is_local(model) and local_models.is_installed(model):
+            local_models.load(model)  # a missing one fails its jobs, saying how to install it
     app = _App(
         settings.app_id,
         broker=f"kafka://{settings.bootstrap}",

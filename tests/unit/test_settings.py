@@ -19,8 +19,8 @@ def problems(path, env=None) -> list[str]:
 def test_demo_settings_and_environment_overrides():
     settings = load_settings(REPO / "examples" / "demo.toml", env={"OM_WEB_PORT": "9999"})
     assert settings.namespace == "demo" and settings.web_port == 9999
-    assert settings.om.observer_model == "scripted/observer"
-    assert settings.om.observation.message_tokens == 400
+    assert settings.om.observer_model == "local/qwen2.5-1.5b"
+    assert settings.om.observation.message_tokens == 500
     assert settings.web_host == "127.0.0.1"
 
 
