@@ -72,11 +72,11 @@ class Simulation:
 
 
 async def settle(sim: Simulation, jobs: list[ModelJob], policy: RetryPolicy, hooks: Hooks,
-                  measured: bool) -> None:
+                 measured: bool, timeout: float = 600.0) -> None:
     """Run jobs until none is left; a result may start the next cycle (a reflection, a retry)."""
     while jobs:
         job = jobs.pop(0)
-        result = await run_job_with_hooks(job, policy, hooks)
+        result = await run_job_with_hooks(job, policy, hooks, timeout=timeout)
         sim.results.append(result)
         if not measured:
             result = untimed(result, job)
@@ -84,16 +84,18 @@ async def settle(sim: Simulation, jobs: list[ModelJob], policy: RetryPolicy, hoo
 
 
 async def simulate(records: Iterable[ConversationRecord], om: OmConfig, *, measured_time: bool = False,
-                   policy: RetryPolicy = RetryPolicy(), progress: Any = None) -> Simulation:
+                   policy: RetryPolicy = RetryPolicy(), progress: Any = None,
+                   timeout: float = 600.0) -> Simulation:
     """Fold a conversation (messages, or the log's input records) with real model calls, each
-    job settled before the next input; `progress()` is called after each message."""
+    job settled before the next input; `progress()` is called after each message.  `timeout`:
+    seconds per model call attempt (a local model on a busy CPU may need more than 600)."""
     records = list(records)
     # A loop the simulator drives checks thresholds at its own steps; a given one as configured.
     config = om if has_loop_markers(records) else driven_config(om)
     sim = Simulation(EngineConfig(config))
     hooks = Hooks.from_config(om)
     for event in inputs_of(records):
-        await settle(sim, sim.feed(event), policy, hooks, measured_time)
+        await settle(sim, sim.feed(event), policy, hooks, measured_time, timeout)
         if progress is not None and isinstance(event, Message):
             progress()
     await hooks.drain()

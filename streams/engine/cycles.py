@@ -363,11 +363,19 @@ def _failed(step: Step, cycle: Cycle, operation: str, error: str, done: datetime
     step.emit(cls, _failure(step, cycle, operation, error, done, duration, background=background), done)
 
 
-def _read_observer(result: ModelResult) -> ObserverOutput | str:
-    """The parsed answer, or why it cannot be used (the messages then stay for the next cycle)."""
+def _read_observer(result: ModelResult, state: MemoryState) -> ObserverOutput | str:
+    """The parsed answer, or why it cannot be used (the messages then stay for the next cycle).
+
+    Lines that only repeat an observation already in the log (or in a buffered chunk) are
+    dropped: a small model tends to write the previous observations out again.  An answer that
+    is nothing but such repeats is kept as it is, as before: failing it would retry the cycle
+    at every later step, and a small model mostly repeats itself again."""
     if not result.ok:
         return result.error or "model call failed"
-    parsed = parse_observer_output(result.output or "")
+    previous = "\n".join([state.observations, *(c.observations for c in state.chunks)])
+    parsed = parse_observer_output(result.output or "", previous)
+    if not parsed.observations and not parsed.degenerate:
+        parsed = parse_observer_output(result.output or "")
     if parsed.degenerate:
         return "Observer produced degenerate output"
     if not parsed.observations:
@@ -394,7 +402,7 @@ def _observation_result(step: Step, cycle: Cycle, result: ModelResult, done: dat
                         duration: int) -> None:
     if _regenerate(step, cycle, result):
         return
-    parsed = _read_observer(result)
+    parsed = _read_observer(result, step.state)
     if isinstance(parsed, str):
         _failed(step, cycle, "observation", parsed, done, duration)
         emit_status(step, done, cycle.step_number)
@@ -513,7 +521,7 @@ def _buffer_result(step: Step, cycle: Cycle, result: ModelResult) -> None:
     if _regenerate(step, cycle, result):
         return
     state = step.state
-    parsed = _read_observer(result)
+    parsed = _read_observer(result, state)
     pending_ids = set(state.pending_ids)
     if isinstance(parsed, str) or not set(cycle.message_ids) <= pending_ids:
         reason = parsed if isinstance(parsed, str) else "superseded: its messages were observed meanwhile"

@@ -7,61 +7,106 @@ The headings and tags are a contract: parsers, the scripted models and users rel
 
 from __future__ import annotations
 
+import re
+
 from .reflection_plan import COMPRESSION_GUIDANCE
 from .truncation import TRUNCATION_NOTICE
 
 __all__ = [
+    "FORMAT_EXAMPLE_DATES",
+    "FORMAT_EXAMPLE_LINES",
+    "FORMAT_EXAMPLE_SECTIONS",
     "observer_system_prompt",
     "observer_user_prompt",
     "reflector_system_prompt",
     "reflector_user_prompt",
 ]
 
-_ROLE = """You are the memory of an AI assistant. You watch its conversations and write down \
-what it must remember. Your observations are the assistant's only memory of everything that is \
-no longer in its context window: what you leave out is forgotten."""
+# Written for small models too (a 1.5B model on a CPU reads ~50 tokens/s): short, one rule a
+# line, and a worked example that is visibly about another conversation, with its input, so the
+# model learns where the dates and times come from instead of copying the example's own.
+_ROLE = """You are the memory of an AI assistant. You read its new messages and write down, as \
+short notes called observations, what it must remember. Anything you do not write down is \
+forgotten."""
 
-_INSTRUCTIONS = """What to record:
-- Tell apart what the user asserts ("User stated ...", high priority) from what the user asks \
-("User asked ...") and what the user intends ("User stated they will ...", with the date if given).
-- When something changes, say what it replaces ("will start X (changing from Y)"). A user's own \
-statement outranks a later question about the same thing.
-- Start every observation with the time of its message, (HH:MM) in 24-hour form. Only when the \
-text names another moment that resolves to a real date, add "(meaning <date>)" or "(estimated \
-<date>)" at the end of the line; never for vague words such as "soon" or "recently". Give each \
-event its own line.
-- Keep unusual wording in quotes and use precise verbs (bought, booked, subscribed, received).
-- Keep what makes the assistant's own answers distinct: names, numbers, counts, list structure.
-- Capture short user messages almost word for word and summarise long ones with key quotes.
-- Group repeated tool actions under one line with "  * ->" sub-bullets; record what each tool \
-call was for and what it showed.
-- Mark finished work with a check mark: "  * ✅ ..." under its line, or "* ✅ (HH:MM) ..." on its \
-own, only when something is really done (confirmed, accepted or reached).
+_INSTRUCTIONS = """Rules:
+- Write about the new messages only. Every fact gets its own line: * <priority> (<HH:MM>) <fact>
+- Priority: 🔴 what the user states about themselves, their plans, wishes, goals and dates; 🟡 \
+details, the assistant's answers and suggestions, tool results; 🟢 minor or uncertain; ✅ \
+something finished or confirmed.
+- Time: the time of the message the fact comes from, in 24-hour form (PM adds 12 hours). A \
+message without a time has the time of the one before it. Never invent a time.
+- Start with the date line "Date: <month> <day>, <year>" of the messages.
+- Write "User stated ..." for facts, "User asked ..." for questions, "User will ..." for plans; \
+say what changed ("now X, was Y"). Keep names, places, numbers and dates; quote unusual words.
+- Keep what the assistant proposed: names, counts, list items.
+- Tool work: one line, steps as sub-bullets "  * -> ...". Finished work: "  * ✅ ...".
+- Write each fact once, 2 to 8 lines in all, then stop."""
 
-Priorities: every observation starts with 🔴 (user facts, preferences, open goals, critical \
-context), 🟡 (project details, learned information, tool results), 🟢 (minor or uncertain) or ✅ \
-(completed). Be terse: one to five observations per exchange."""
+_EXAMPLE_INPUT = """Mar 9 2024:
+User (9:15 PM): My cat Miso is three and allergic to chicken. I feed her twice a day.
+Assistant: Then pick a salmon or duck food; Feline Fresh and Purr Basics both sell one."""
 
-_FORMAT = """Output format (exactly this shape, dates grouped, 24-hour times):
-<observations>
-Date: Dec 4, 2025
-* 🔴 (14:30) User prefers direct answers
-* 🟡 (14:32) User might prefer dark mode
-* 🔴 (14:33) Agent debugging auth issue
-  * -> ran git status, found 3 modified files
-  * ✅ Tests passing, auth issue resolved
+_EXAMPLE_OUTPUT = """<observations>
+Date: Mar 9, 2024
+* 🔴 (21:15) User stated their cat Miso is three, allergic to chicken, fed twice a day
+* 🟡 (21:15) Assistant suggested salmon or duck food from Feline Fresh or Purr Basics
 </observations>"""
 
-_HINTS = """After </observations>, add these sections:
-<current-task>
-The task in progress: "Primary: ..." and, if any, "Secondary: ...". Put a new question or \
-request from the user first; say "waiting for user" when the user must decide.
+_EXAMPLE_HINTS = """<current-task>
+Primary: choose a chicken-free food for Miso
 </current-task>
 <suggested-response>
-A short hint for the assistant's very next message, e.g. to pause for the user when needed.
+Ask which of the two brands Miso likes
 </suggested-response>"""
 
-_SINGLE_THREAD = "Do not write thread ids or <thread> tags: this is a single conversation."
+
+def _format(hints: bool) -> str:
+    answer = f"{_EXAMPLE_OUTPUT}\n{_EXAMPLE_HINTS}" if hints else _EXAMPLE_OUTPUT
+    return f"""Example, from ANOTHER conversation (never copy its content, times or date):
+Messages:
+{_EXAMPLE_INPUT}
+Answer:
+{answer}"""
+
+
+#: The content of every format-example line these prompts show or have shown: the parser drops
+#: an observation that copies one (a small model copies examples when unsure).
+FORMAT_EXAMPLE_LINES: tuple[str, ...] = (
+    "User stated their cat Miso is three, allergic to chicken, fed twice a day",
+    "Assistant suggested salmon or duck food from Feline Fresh or Purr Basics",
+    # the earlier example (and the spec's, §7.4)
+    "User prefers direct answers",
+    "Working on feature X",
+    "User might prefer dark mode",
+    "Agent debugging auth issue",
+    "ran git status, found 3 modified files",
+    "Tests passing, auth issue resolved",
+    "Continued work on feature X",
+)
+
+#: The <current-task> / <suggested-response> texts of the examples and templates these prompts
+#: show or have shown: a section that only copies one of them is dropped by the parser.
+FORMAT_EXAMPLE_SECTIONS: tuple[str, ...] = (
+    "Primary: choose a chicken-free food for Miso",
+    "Ask which of the two brands Miso likes",
+    # the earlier templates
+    "A short hint for the assistant's very next message, e.g. to pause for the user when needed.",
+    "The task in progress: \"Primary: ...\" and, if any, \"Secondary: ...\". Put a new question or "
+    "request from the user first; say \"waiting for user\" when the user must decide.",
+    "Primary: what the user wants now (a new request first). Add \"waiting for user\" if the user "
+    "must decide.",
+    "One line: what the assistant should do in its next message.",
+)
+
+#: The dates of those examples ("Date: <this>" lines).
+FORMAT_EXAMPLE_DATES: tuple[str, ...] = ("Mar 9, 2024", "Dec 4, 2025", "Dec 5, 2025")
+
+_HINTS = """After the </observations> line, add <current-task> (Primary: the user's current \
+request; "waiting for user" if the user must decide) and <suggested-response> (what the \
+assistant should do next), as in the example."""
+
+_SINGLE_THREAD = "This is one conversation: write no thread ids and no <thread> tags."
 
 
 def _system_prompt(parts: list[str], hints: str | None, instruction: str | None) -> str:
@@ -73,7 +118,7 @@ def _system_prompt(parts: list[str], hints: str | None, instruction: str | None)
 
 
 def observer_system_prompt(*, continuation_hints: bool = True, instruction: str | None = None) -> str:
-    return _system_prompt([_ROLE, _INSTRUCTIONS, _FORMAT, _SINGLE_THREAD],
+    return _system_prompt([_ROLE, _INSTRUCTIONS, _format(continuation_hints), _SINGLE_THREAD],
                           _HINTS if continuation_hints else None, instruction)
 
 
@@ -104,9 +149,43 @@ def observer_user_prompt(
     blocks.append(f"## New Message History to Observe\n\n{transcript}")
     blocks.append(
         "## Your Task\n\nExtract new observations from the message history above. Do not repeat "
-        "previous observations. Use the output format."
+        "previous observations. Begin your answer with <observations> and the Date line."
+        + _anchors(transcript) + (_first_new(transcript) if previous_observations else "")
     )
     return "\n\n---\n\n".join(blocks)
+
+
+_DATE_HEADER = re.compile(r"^([A-Z][a-z]{2}) (\d{1,2}) (\d{4}):$", re.MULTILINE)
+_CLOCK = re.compile(r"^[^:\n]*?\((\d{1,2}):(\d{2}) ([AP])M\):", re.MULTILINE)
+
+
+def _first_new(transcript: str) -> str:
+    """Where the new messages begin, quoted: a small model otherwise writes the previous
+    observations out again instead of observing the new messages."""
+    first = next((line for line in transcript.split("\n")
+                  if line.strip() and not _DATE_HEADER.match(line)), "")
+    if not first:
+        return ""
+    words = first.split()
+    quote = " ".join(words[:14]) + (" ..." if len(words) > 14 else "")
+    return (f' The previous observations are saved already: write only facts from the new '
+            f'messages, which start with "{quote}".')
+
+
+def _anchors(transcript: str) -> str:
+    """The dates and the span of times of the transcript, spelled as the output wants them, so
+    a small model takes them from here rather than from the format example."""
+    dates = list(dict.fromkeys(f"{m} {int(d)}, {y}" for m, d, y in _DATE_HEADER.findall(transcript)))
+    clocks = [(f"{int(h)}:{mm} {half}M", f"{int(h) % 12 + (12 if half == 'P' else 0):02d}:{mm}")
+              for h, mm, half in _CLOCK.findall(transcript)]
+    if not dates:
+        return ""
+    text = f' The messages are from {" and ".join(dates)}: write "Date: {dates[0]}"'
+    if clocks:
+        (first, first24), (last, last24) = clocks[0], clocks[-1]
+        text += (f"; their time is {first}, write ({first24})" if first == last
+                 else f"; their times run from {first} ({first24}) to {last} ({last24})")
+    return text + "."
 
 
 # --- Reflector (spec §8.1, §8.2) ---------------------------------------------------------------
@@ -122,6 +201,10 @@ _REFLECTOR_RULES = """How to condense:
 - Keep ✅ markers with their concrete outcome.
 - Condense old material harder than recent material; keep recent detail.
 - What the user stated outranks what the user asked."""
+
+_REFLECTOR_FORMAT = f"""Output format (an example from ANOTHER memory: never copy its content; keep the \
+dates and times of the observations you rewrite):
+{_EXAMPLE_OUTPUT}"""
 
 _REFLECTOR_HINTS = """After </observations>, add:
 <suggested-response>
@@ -145,7 +228,7 @@ def reflector_system_prompt(*, continuation_hints: bool = True, instruction: str
     return _system_prompt([
         _REFLECTOR_ROLE,
         f"<observational-memory-instruction>\n{_INSTRUCTIONS}\n</observational-memory-instruction>",
-        _REFLECTOR_RULES, _FORMAT, _SINGLE_THREAD,
+        _REFLECTOR_RULES, _REFLECTOR_FORMAT, _SINGLE_THREAD,
     ], _REFLECTOR_HINTS if continuation_hints else None, instruction)
 
 

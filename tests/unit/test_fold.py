@@ -209,3 +209,27 @@ def test_model_by_input_tokens_picks_the_tier_and_fails_above_the_largest():
     assert jobs == [] and types(events) == ["data-om-observation-start", "data-om-observation-failed"]
     assert "exceeds the largest configured threshold (100)" in events[-2].data.error
     assert state.in_flight is None and len(state.pending) == 6
+
+
+def test_lines_repeating_the_log_are_dropped_unless_nothing_else_is_left():
+    """A small model writes earlier observations out again with new times: those lines are
+    dropped from the cycle's observations; an answer of nothing but repeats is kept as it is
+    (failing it would retry the cycle at every step, and the model mostly repeats itself)."""
+    config = engine(500)
+
+    def observe(state, first: int, answer: str):
+        jobs = []
+        for i in range(first, first + 6):
+            out = fold(state, message(i), config)
+            state, jobs = out.state, jobs + list(out.jobs)
+        return fold(state, scripted_result(jobs[0], output=f"<observations>\nDate: Mar 3, 2025\n{answer}\n</observations>"), config)
+
+    said = "* 🔴 (09:00) User stated the launch moved to Friday"
+    again = "* 🔴 (09:05) User stated the launch moved to Friday"
+    out = observe(new_state(KEY, "t1", "u1"), 0, said)
+    out = observe(out.state, 6, f"{again}\n* 🟡 (09:05) User asked for the venue list")
+    end = next(e for e in out.events if e.type == "data-om-observation-end")
+    assert "venue list" in end.data.observations and "launch" not in end.data.observations
+    out = observe(out.state, 12, again)
+    end = next(e for e in out.events if e.type == "data-om-observation-end")
+    assert "(09:05) User stated the launch moved to Friday" in end.data.observations
