@@ -140,7 +140,7 @@ def run_demo(settings: Settings, conversation: Path, *, stay: bool, model: str |
               "(message, step, reply, turn end) ...", flush=True)
         asyncio.run(_play(settings, records))
         print(f"4/5 lifecycle events (the observer is {models[0]}"
-              f"{', about a minute a call on two cores' if models[0].startswith('local/') else ''}):", flush=True)
+              f"{', one to two minutes a call on two cores' if models[0].startswith('local/') else ''}):", flush=True)
         done = asyncio.run(_follow(settings, base, threads, len(records), tail,
                                    patience=900 if real else 180))
         print(f"5/5 context windows{'' if done else ' (still settling)'}:")
