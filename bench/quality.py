@@ -271,22 +271,14 @@ async def ask(model: str, messages: list[dict[str, Any]], *, seed: int, max_toke
     """One reader call through litellm (a `local/` model through its in-process server, as
     `models.calls` routes it); returns the reply and its usage."""
     from omstream.models import local
-    from omstream.models.calls import litellm_model_name, warm_up
-
-    warm_up()
-    import litellm
+    from omstream.models.calls import complete, litellm_model_name
 
     arguments: dict[str, Any] = {"max_tokens": max_tokens, "temperature": 0.0}
     if local.is_local(model):
         # Greedy and without penalties: a short answer should copy the context's words.
         arguments.update(frequency_penalty=0.0, repeat_penalty=1.0, seed=seed)
-        name, arguments = await local.route(model, arguments)
-        async with local.slot(model):
-            response = await litellm.acompletion(model=name, messages=messages, timeout=timeout,
-                                                 num_retries=0, **arguments)
-    else:
-        response = await litellm.acompletion(model=litellm_model_name(model), messages=messages,
-                                             timeout=timeout, num_retries=3, **arguments)
+    response = await complete(litellm_model_name(model), messages, timeout=timeout, arguments=arguments,
+                              num_retries=0 if local.is_local(model) else 3)
     usage = getattr(response, "usage", None)
     details = getattr(usage, "prompt_tokens_details", None)
     return (response.choices[0].message.content or "", {

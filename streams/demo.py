@@ -104,7 +104,7 @@ def run_demo(settings: Settings, conversation: Path, *, stay: bool, model: str |
     models = demo_models(model)
     settings = _with_models(settings, models)
     real = not models[0].startswith("scripted/")
-    if models[0] == models[1] and real and models[0].startswith("local/"):
+    if models[0] == models[1] and models[0].startswith("local/"):
         print(f"models: {models[0]}, a real model running offline on this machine (no API key); "
               "for a hosted model: om demo --model openai/gpt-4o-mini (with OPENAI_API_KEY set)",
               flush=True)

@@ -53,6 +53,7 @@ __all__ = [
     "RetryPolicy",
     "call_arguments",
     "classify_error",
+    "complete",
     "is_transient",
     "litellm_model_name",
     "model_provider",
@@ -391,17 +392,18 @@ def untimed(result: ModelResult, job: ModelJob) -> ModelResult:
     return result.model_copy(update={"started_at": job.created_at, "completed_at": job.created_at})
 
 
-async def _complete(litellm, model: str, messages: list[dict[str, Any]], timeout: float,
-                    arguments: dict[str, Any]) -> Any:
-    """One litellm call; a `local/` model is routed to its in-process server and waits for one
-    of its slots before the timeout starts."""
+async def complete(model: str, messages: list[dict[str, Any]], *, timeout: float,
+                   arguments: dict[str, Any], num_retries: int = 0) -> Any:
+    """One litellm call of a (litellm) model name; a `local/` model is routed to its in-process
+    server and waits for one of its slots before the timeout starts."""
+    litellm = _litellm()
     if not local.is_local(model):
         return await litellm.acompletion(model=model, messages=messages, timeout=timeout,
-                                         num_retries=0, **arguments)
+                                         num_retries=num_retries, **arguments)
     name, arguments = await local.route(model, dict(arguments))
     async with local.slot(model):
         return await litellm.acompletion(model=name, messages=messages, timeout=timeout,
-                                         num_retries=0, **arguments)
+                                         num_retries=num_retries, **arguments)
 
 
 async def run_job(job: ModelJob, policy: RetryPolicy = RetryPolicy(), *,
@@ -436,7 +438,7 @@ async def run_job(job: ModelJob, policy: RetryPolicy = RetryPolicy(), *,
             attempts += 1
             t0 = time.monotonic()
             try:
-                response = await _complete(litellm, model, messages, timeout, arguments)
+                response = await complete(model, messages, timeout=timeout, arguments=arguments)
                 output = response.choices[0].message.content or ""
             except Exception as exc:  # noqa: BLE001 - every failure is reported, none escapes
                 retry = is_transient(exc) and tries <= retries
