@@ -32,12 +32,11 @@ Validity rules the builder keeps, whatever the stored history looks like:
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from omstream.engine.attachments import attachment_label, is_image_like_file
+from omstream.engine.attachments import attachment_label, attachment_of, content_part, is_image_like_file
 from omstream.engine.tokens import (
     EMPTY_RESULT,
     TOOL_FAILED,
@@ -64,10 +63,6 @@ ChatMessage = dict[str, Any]
 #: The tool message answering a call whose result is not in the window.
 NO_RESULT = "[no result was recorded for this tool call]"
 
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-# The first bytes of common image formats, base64-encoded: the mime type of bare base64 images.
-_IMAGE_MAGIC = {"iVBORw0KGgo": "image/png", "/9j/": "image/jpeg", "R0lGOD": "image/gif", "UklGR": "image/webp"}
-_DETAILS = ("low", "high", "auto")
 # AI SDK tool outputs (`providerMetadata.mastra.modelOutput`): what the model saw is their value.
 _TEXT_OUTPUTS = ("text", "error-text")
 _JSON_OUTPUTS = ("json", "error-json")
@@ -78,51 +73,11 @@ def _text(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
-def _data_url(asset: str, mime_type: str | None) -> str:
-    """`asset` as a URL: kept when it is one (`https:`, `data:`), else bare base64 made a data URL."""
-    if _SCHEME.match(asset):
-        return asset
-    mime = mime_type or next((m for prefix, m in _IMAGE_MAGIC.items() if asset.startswith(prefix)), "image/png")
-    return f"data:{mime};base64,{asset}"
-
-
-def _detail(part: Mapping[str, Any]) -> str | None:
-    """The part's own `detail`, else the OpenAI provider option; None leaves it to the provider."""
-    openai = (part.get("providerOptions") or {}).get("openai") or {}
-    for hint in (part.get("detail"), openai.get("detail"), openai.get("imageDetail")):
-        if hint in _DETAILS:
-            return hint
-    return None
-
-
-def _image_url(part: Mapping[str, Any], asset: str) -> dict[str, Any]:
-    image_url: dict[str, Any] = {"url": _data_url(asset, part.get("mimeType"))}
-    detail = _detail(part)
-    if detail is not None:
-        image_url["detail"] = detail
-    return {"type": "image_url", "image_url": image_url}
-
-
-def _file(part: Mapping[str, Any], asset: str) -> dict[str, Any]:
-    """A non-image file: inline bytes as `file_data` (a data URL), a link as `file_id` with its
-    mime type in `format` (litellm passes URLs to the providers that fetch them)."""
-    mime = part.get("mimeType") or "application/octet-stream"
-    if asset.startswith("data:") or not _SCHEME.match(asset):
-        file: dict[str, Any] = {"file_data": _data_url(asset, mime)}
-    else:
-        file = {"file_id": asset, "format": mime}
-    if part.get("filename"):
-        file["filename"] = part["filename"]
-    return {"type": "file", "file": file}
-
-
 def attachment_part(part: Mapping[str, Any]) -> dict[str, Any]:
     """An image or file (wire dict, camelCase) as an OpenAI content part; image-like files are
-    sent as images, since OpenAI's `file` input takes documents only."""
-    asset = next(part[key] for key in ("image", "data", "url") if isinstance(part.get(key), str))
-    if part.get("type") == "image" or is_image_like_file(part):
-        return _image_url(part, asset)
-    return _file(part, asset)
+    sent as images, since OpenAI's `file` input takes documents only.  The Observer's request
+    sends attachments the same way (`attachments.content_part`)."""
+    return content_part(attachment_of(part))
 
 
 def _attachment_note(part: Mapping[str, Any]) -> dict[str, Any]:

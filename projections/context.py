@@ -39,6 +39,8 @@ from datetime import datetime, timezone, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import orjson
+
 from omstream.schemas.base import iso
 from omstream.schemas.messages import Message
 from omstream.projections.chat import ChatMessage, chat_messages
@@ -143,6 +145,7 @@ def other_conversations_block(blocks: str) -> str:
 def build_context_system_messages(
     observations: str, *, current_task: str | None = None, suggested_response: str | None = None,
     other_conversations: str | None = None, now: datetime | None = None, zone: tzinfo = timezone.utc,
+    extracted: dict[str, Any] | None = None,
 ) -> list[str] | None:
     """The system messages of the window (`buildContextSystemMessages`), None for an empty log."""
     if not observations:
@@ -157,6 +160,10 @@ def build_context_system_messages(
         system.append(f"<current-task>\n{current_task}\n</current-task>")
     if suggested_response:
         system.append(f"<suggested-response>\n{suggested_response}\n</suggested-response>")
+    for slug, value in (extracted or {}).items():
+        if slug != "thread-title":  # the title is the thread's, not the agent's context
+            shown = value if isinstance(value, str) else orjson.dumps(value).decode()
+            system.append(f"<{slug}>\n{shown}\n</{slug}>")
     return system
 
 
@@ -207,6 +214,9 @@ class ThreadView:
     generation: int = 0
     current_task: str | None = None
     suggested_response: str | None = None
+    # Extractor values by slug, the latest of each (spec §9), and the thread's title.
+    extracted: dict[str, Any] = field(default_factory=dict)
+    title: str | None = None
     in_flight: set[str] = field(default_factory=set)
     last_seq: int = 0
     events: int = 0
@@ -249,6 +259,9 @@ class ThreadView:
             "observations": self.observations,
             "currentTask": self.current_task,
             "suggestedResponse": self.suggested_response,
+            "extractedValues": self.extracted,
+            "title": self.title,
+            "workingMemory": self.extracted.get("working-memory"),
             "cycles": self.cycles,
             "lastFailure": self.last_failure,
             "observedMessageIds": sorted(self.observed),
@@ -268,7 +281,7 @@ def build_context_window(view: ThreadView, raw: list[Message] | None = None, *,
     raw = view.unobserved() if raw is None else raw
     system = build_context_system_messages(
         view.observations, current_task=view.current_task, suggested_response=view.suggested_response,
-        other_conversations=other_conversations, now=at,
+        other_conversations=other_conversations, now=at, extracted=view.extracted,
         zone=_zone(time_zone if time_zone is not None else view.time_zone))
     resource_id = next((m.resource_id for m in raw if m.resource_id), None)
     return ContextWindow(
@@ -328,7 +341,11 @@ class ContextProjection:
         view.events += 1
         view.saw(getattr(event, "event_time", None))
         data = event.data
-        if event.type == "data-om-observation-start":
+        if getattr(data, "extracted_values", None):
+            view.extracted.update(data.extracted_values)
+        if event.type == "data-om-thread-update":
+            view.title = data.new_title
+        elif event.type == "data-om-observation-start":
             view.in_flight.add(data.cycle_id)
         elif event.type == "data-om-observation-failed":
             view.in_flight.discard(data.cycle_id)

@@ -113,7 +113,7 @@ def build_web_app(feed: ProjectionFeed, versions: Versions | None = None) -> web
         feed = await feed_of(request)
         return web.json_response({"threads": [
             {"threadId": v.thread_id, "messages": len(v.messages), "observed": len(v.observed),
-             "generation": v.generation, "blocked": v.blocked}
+             "generation": v.generation, "blocked": v.blocked, "title": v.title}
             for v in feed.projection.threads.values()
         ]})
 

@@ -44,6 +44,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     WithJsonSchema,
+    field_serializer,
     field_validator,
     model_validator,
 )
@@ -443,8 +444,8 @@ def slugify(name: str) -> str:
 
 
 def _json_schema(value: Any) -> Any:
-    if value is None or isinstance(value, str):
-        return value
+    if value is None or isinstance(value, str) or callable(value):
+        return value  # a reference, a pydantic class, or a function of the runtime context
     if not isinstance(value, Mapping):
         raise ValueError(f"{value!r} is not a schema; give a JSON Schema object such as "
                          "{type = 'object', properties = {...}} or a 'module:PydanticModel' reference")
@@ -455,6 +456,11 @@ def _json_schema(value: Any) -> Any:
     return value
 
 
+def _code_name(value: Any) -> Any:
+    """Code given from Python, named by its import path, so the options still have a digest."""
+    return f"{value.__module__}:{value.__qualname__}" if callable(value) else value
+
+
 class ExtractorConfig(_Options):
     """A value OM extracts during observation or reflection (§9), kept in thread metadata.
 
@@ -463,14 +469,19 @@ class ExtractorConfig(_Options):
     """
 
     name: str
-    instructions: str | None = None
-    schema_: Annotated[dict[str, Any] | Reference | None, BeforeValidator(_json_schema)] = Field(
-        None, alias="schema")
+    #: Text, or (from Python) a function of the runtime context `{source, threadId, resourceId}`;
+    #: in a file, a space-free `"module:function"` string is such a function's reference.
+    instructions: str | Callable[..., Any] | None = None
+    schema_: Annotated[dict[str, Any] | Reference | Callable[..., Any] | None,
+                       BeforeValidator(_json_schema)] = Field(None, alias="schema")
     include_previous_extraction: bool = True
     metadata_key_path: str | Literal[False] | None = None
     mode: Literal["hook"] | None = None
-    on_extracted: Reference | None = None
+    on_extracted: Reference | Callable[..., Any] | None = None
     retry_structured_extraction_on_empty_object: bool = False
+
+    _code_by_name = field_serializer("instructions", "schema_", "on_extracted")(
+        lambda self, value: _code_name(value))
 
     @field_validator("name")
     @classmethod
@@ -511,7 +522,7 @@ class ExtractorConfig(_Options):
             if self.instructions is not None or self.schema_ is not None:
                 raise ValueError("a mode 'hook' extractor takes no instructions or schema; remove "
                                  "them, or remove mode to extract with instructions")
-        elif not (self.instructions or "").strip():
+        elif not callable(self.instructions) and not (self.instructions or "").strip():
             raise ValueError(f"extractor {self.name!r} needs instructions (what to extract and "
                              "when to update it); add instructions = '...'")
         return self
@@ -714,6 +725,35 @@ class ReflectionConfig(_Options):
         return _block_after(value)
 
 
+# --- working memory ------------------------------------------------------------------------------
+#: The default markdown working memory (the shape of the original's default template).
+WORKING_MEMORY_TEMPLATE = """# User Information
+- **First Name**:
+- **Last Name**:
+- **Location**:
+- **Occupation**:
+- **Interests**:
+- **Goals**:
+- **Events**:
+- **Facts**:
+- **Projects**:"""
+
+
+class WorkingMemoryConfig(_Options):
+    """The per-thread working-memory document `observation.manageWorkingMemory` keeps.
+
+    omstream keeps it with the memory's options (the original configures it on `Memory`):
+    markdown following `template`, or, with `schema` (a JSON Schema object or a
+    `"module:PydanticModel"` reference), a JSON object the Observer returns as a structured value.
+    """
+
+    template: str = WORKING_MEMORY_TEMPLATE
+    schema_: Annotated[dict[str, Any] | Reference | Callable[..., Any] | None,
+                       BeforeValidator(_json_schema)] = Field(None, alias="schema")
+
+    _code_by_name = field_serializer("schema_")(lambda self, value: _code_name(value))
+
+
 # --- the tree ---------------------------------------------------------------------------------
 _TOKEN_COUNTER = re.compile(r"^(?:tokenx|tiktoken(?::[\w.-]+)?)$")
 
@@ -735,6 +775,7 @@ class OmConfig(_Options):
     obscure_thread_ids: bool | None = None
     observation: ObservationConfig = ObservationConfig()
     reflection: ReflectionConfig = ReflectionConfig()
+    working_memory: WorkingMemoryConfig = WorkingMemoryConfig()
     # omstream options: which counter decides thresholds, and the zone dates are rendered in.
     token_counter: str = "tiktoken"
     time_zone: str = "UTC"
@@ -1206,12 +1247,6 @@ def unsupported_problems(om: OmConfig) -> list[Problem]:
         "scope": om.scope == "resource",
         "retrieval": om.retrieval is not False,
         "obscureThreadIds": om.obscure_thread_ids is True,
-        "observation.extract": bool(obs.extract),
-        "reflection.extract": bool(refl.extract),
-        "observation.threadTitle": obs.thread_title,
-        "observation.manageWorkingMemory": obs.manage_working_memory,
-        "observation.observeAttachments": ("observe_attachments" in obs.model_fields_set
-                                           and obs.observe_attachments is not False),
         "observation.maxTokensPerBatch": "max_tokens_per_batch" in obs.model_fields_set,
     }
     problems = [Problem(path, _NOT_YET) for path, is_set in asked.items() if is_set]

@@ -11,15 +11,21 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 import orjson
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from .base import SCHEMA_VERSION, Count, NonEmptyStr, Timestamp, WireModel
 
 __all__ = [
     "ChatMessage",
+    "ContentPart",
+    "FileContent",
+    "FileReference",
+    "ImageContent",
+    "ImageUrl",
+    "TextContent",
     "JobKind",
     "JobTrigger",
     "ModelJob",
@@ -35,13 +41,78 @@ JobKind = Literal["observe", "buffer", "reflect", "buffer-reflection", "extract"
 JobTrigger = Literal["manual", "turn-sync", "async-buffer"]
 
 
+class _LitellmPart(BaseModel):
+    """A content part in litellm's (OpenAI's) own shape: its snake_case names are the wire's,
+    since a model agent hands the parts to litellm as they are."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+class TextContent(_LitellmPart):
+    """Text, within a message of parts."""
+
+    type: Literal["text"]
+    """Part kind: always `text`."""
+    text: str
+    """The text."""
+
+
+class ImageUrl(_LitellmPart):
+    """Where an image is."""
+
+    url: NonEmptyStr
+    """An `https` URL or a `data:` URI (`data:image/png;base64,...`)."""
+    detail: Literal["low", "high", "auto"] | None = None
+    """OpenAI image detail level. Absent leaves it to the provider."""
+
+
+class ImageContent(_LitellmPart):
+    """An image (an image-like file is sent as one)."""
+
+    type: Literal["image_url"]
+    """Part kind: always `image_url`."""
+    image_url: ImageUrl
+    """The image."""
+
+
+class FileReference(_LitellmPart):
+    """A file, inline or by reference: one of `file_data` and `file_id`."""
+
+    file_data: str | None = None
+    """The file's bytes as a `data:` URI (`data:application/pdf;base64,...`). Absent when the
+    file is given by `file_id`."""
+    file_id: str | None = None
+    """A URL the provider fetches, or an id of a file uploaded to the provider. Absent when the
+    file is inline."""
+    filename: str | None = None
+    """The file's name. Absent when unnamed."""
+    format: str | None = None
+    """The file's media type (`application/pdf`), for a file given by `file_id`. Absent when
+    inline (the `data:` URI says it)."""
+
+
+class FileContent(_LitellmPart):
+    """A non-image file (a PDF, ...)."""
+
+    type: Literal["file"]
+    """Part kind: always `file`."""
+    file: FileReference
+    """The file."""
+
+
+#: One part of a message of parts, in litellm's (OpenAI's) multimodal format.
+ContentPart = Annotated[Union[TextContent, ImageContent, FileContent], Field(discriminator="type")]
+
+
 class ChatMessage(WireModel):
     """One message of a model request."""
 
     role: Literal["system", "user", "assistant"]
     """Who speaks: the prompt (`system`), the input (`user`) or an earlier answer (`assistant`)."""
-    content: str
-    """The message text."""
+    content: str | tuple[ContentPart, ...]
+    """The message text, or a list of parts in litellm's (OpenAI's) format: text, `image_url`
+    and `file` parts (an observer request forwards the attachments of the messages it covers
+    this way, after its text)."""
 
 
 class Usage(WireModel):

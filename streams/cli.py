@@ -13,6 +13,7 @@
     om config check [FILE]     validate observationalMemory options; print the resolved values
     om simulate CONV.jsonl     the engine over a conversation file, without a broker
     om observe|reflect THREAD  manual cycles, through the control topic
+    om title THREAD [TITLE]    retitle a thread, --pin / --unpin its title
     om replay --as NAME        fold the retained log into memory version NAME (--config NEW)
     om versions                memory versions and their figures
     om diff A B --thread T     two versions' context windows (exit 1 when they differ)
@@ -380,6 +381,9 @@ def cmd_manual(args: argparse.Namespace) -> int:
         async with OmClient(settings) as client:
             if args.command == "observe":
                 await client.observe(args.thread, resource_id=args.resource, request_id=args.request_id)
+            elif args.command == "title":
+                await client.set_title(args.thread, args.title, pinned=args.pin, resource_id=args.resource,
+                                       request_id=args.request_id)
             else:
                 await client.reflect(args.thread, prompt=args.prompt, resource_id=args.resource,
                                      request_id=args.request_id)
@@ -566,6 +570,18 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "reflect":
             p.add_argument("--prompt", help="guidance for the reflector (SPECIFIC GUIDANCE)")
         p.set_defaults(func=cmd_manual)
+
+    p = command("title", help="set a thread's title, or pin it against threadTitle retitling")
+    p.add_argument("thread", help="thread id")
+    p.add_argument("title", nargs="?", help="the new title (leave out to only pin or unpin)")
+    pin = p.add_mutually_exclusive_group()
+    pin.add_argument("--pin", dest="pin", action="store_const", const=True,
+                     help="observer cycles keep this title")
+    pin.add_argument("--unpin", dest="pin", action="store_const", const=False,
+                     help="observer cycles may retitle the thread again")
+    p.add_argument("--resource", help="resource id (needed in resource scope)")
+    p.add_argument("--request-id", help="idempotency key: a command re-sent with it applies once")
+    p.set_defaults(func=cmd_manual)
 
     p = command("simulate", help="run the engine over a conversation file, without a broker")
     p.add_argument("conversation", help="JSON lines: {threadId, resourceId?, role, content, createdAt, id?} "

@@ -34,6 +34,7 @@ from omstream.schemas.control import (
     ResourceDeleted,
     StepStarted,
     ThreadDeleted,
+    ThreadPatched,
     TurnEnded,
 )
 from omstream.schemas.messages import Message
@@ -125,6 +126,14 @@ class OmClient:
         return await self.send_control(ObserveRequested(
             thread_id=thread_id, resource_id=resource_id, at=datetime.now(timezone.utc),
             request_id=request_id))
+
+    async def set_title(self, thread_id: str, title: str | None = None, *, pinned: bool | None = None,
+                        resource_id: str | None = None, request_id: str | None = None) -> LogPosition:
+        """Retitle the thread and/or pin its title, so `threadTitle` cycles stop retitling it
+        (`pinned=False` lets them again); `data-om-thread-update` says when the title changed."""
+        return await self.send_control(ThreadPatched(
+            thread_id=thread_id, resource_id=resource_id, title=title, title_pinned=pinned,
+            at=datetime.now(timezone.utc), request_id=request_id))
 
     async def reflect(self, thread_id: str, *, prompt: str | None = None,
                       resource_id: str | None = None, request_id: str | None = None) -> LogPosition:

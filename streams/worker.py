@@ -71,6 +71,7 @@ from omstream.engine.state import MemoryState
 from omstream.models.cache import ResultCache, answer_from
 from omstream.models.calls import RetryPolicy, untimed, warm_up
 from omstream.models import local as local_models
+from omstream.engine.extraction import import_references
 from omstream.models.hooks import Hooks, run_job_with_hooks
 
 from .backlog import Backlog, Intake
@@ -770,6 +771,7 @@ def build_app(settings: Settings) -> faust.App:
             answers.remember(key, entry)
 
     hooks = Hooks.from_config(settings.om)  # §13 lifecycle hooks; they never fail a job
+    import_references(settings.om)  # extractor code: a missing module stops the start
 
     # One actor that runs up to `model_concurrency` jobs at a time and acks them in log order.
     # Faust's own `concurrency` acks each actor's jobs as they finish, and Faust commits the

@@ -36,6 +36,7 @@ from omstream.schemas.events import (
     BufferingFailedData,
     BufferingStart,
     BufferingStartData,
+    ExtractionFailure,
     ObservationEnd,
     ObservationEndData,
     ObservationFailed,
@@ -46,6 +47,8 @@ from omstream.schemas.events import (
     ResultIgnoredData,
     Status,
     StatusData,
+    ThreadUpdate,
+    ThreadUpdateData,
     TokenWindow,
     Windows,
 )
@@ -60,6 +63,9 @@ from .activation import (
     resolve_activation_ttl,
     to_epoch_ms,
 )
+from .attachments import observer_user_content
+from . import extraction
+from .extraction import Extraction, Spec
 from .observations import CHUNK_SEPARATOR, append_observations
 from .parsing import ObserverOutput, parse_observer_output
 from .prompts import (
@@ -179,7 +185,8 @@ def emit_status(step: Step, now: datetime, step_number: int | None) -> None:
 
 # --- model jobs -------------------------------------------------------------------------------
 def _job(step: Step, cycle: Cycle, messages: tuple[ChatMessage, ...], *, reflector: bool,
-         trigger: str, input_tokens: int) -> ModelJob | str:
+         trigger: str, input_tokens: int, kind: str | None = None,
+         extra_settings: dict | None = None) -> ModelJob | str:
     """The job for `cycle`, or the error text when no model may take it (ModelByInputTokens)."""
     state, resolved = step.state, step.config.resolved
     agent = resolved.reflection.model if reflector else resolved.observation.model
@@ -190,13 +197,13 @@ def _job(step: Step, cycle: Cycle, messages: tuple[ChatMessage, ...], *, reflect
     fallbacks = None
     if agent.routing == "fallbacks":
         fallbacks = tuple(e.model for e in agent.spec[1:] if e.enabled) or None
-    settings = dict(agent.settings)
+    settings = {**agent.settings, **(extra_settings or {})}
     options = agent.provider_options or None
     # An observer request asked again because its answer looped wants another answer.
     sample = 0 if reflector else cycle.level
     config = step.config
     return ModelJob(
-        kind=cycle.kind, cycle_id=cycle.cycle_id, memory_key=state.memory_key,
+        kind=kind or cycle.kind, cycle_id=cycle.cycle_id, memory_key=state.memory_key,
         thread_id=state.thread_id, generation=state.generation,
         cursor=iso(state.cursor) if state.cursor else None, model=model, messages=messages,
         settings=settings, provider_options=options, fallbacks=fallbacks,
@@ -220,11 +227,17 @@ _RECENT_ANSWERS = 64  # cycles whose answer was applied, to recognise a job answ
 def on_result(step: Step, result: ModelResult) -> None:
     """Route a model result to the cycle waiting for it; anything else is recorded and ignored."""
     state = step.state
-    for cycle, handler in ((state.in_flight, _blocking_result), (state.buffering, _buffer_result),
-                           (state.reflection_buffering, _reflection_buffer_result)):
+    for slot, handler in (("in_flight", _blocking_result), ("buffering", _buffer_result),
+                          ("reflection_buffering", _reflection_buffer_result)):
+        cycle = getattr(state, slot)
         if cycle is not None and cycle.cycle_id == result.cycle_id:
+            answered = _with_structured(step, cycle, result, slot)
+            if answered is None:
+                return
+            cycle, result = answered
             step.update(answered=(*state.answered, result.cycle_id)[-_RECENT_ANSWERS:])
             handler(step, cycle, result)
+            step.structured = None  # used by the commit, if the answer was committed
             return
     if result.cycle_id in state.answered:
         # The same job answered again (the model agents are at least once: a job re-runs after
@@ -260,6 +273,11 @@ def expire_overdue(step: Step) -> bool:
     if cycle is None:
         return False
     error = f"deadline: no model answer within cycleDeadline ({deadline_ms:g} ms) of the cycle's start"
+    if cycle.answer is not None:  # the answer is in; only the structured follow-up is missing
+        step.structured = _structured_failed(step, cycle, error)
+        _blocking_result(step, cycle.model_copy(update={"answer": None}), cycle.answer)
+        step.structured = None
+        return True
     if cycle.kind == "reflect":
         done = step.now(cycle.started_at + timedelta(milliseconds=deadline_ms))
         step.update(in_flight=None)
@@ -309,18 +327,21 @@ def _observer_request(step: Step, messages: tuple[PendingMessage, ...], *,
     known = state.observation_tokens if previous is state.observations else None
     shown, truncated = truncate_observations(previous, o.previous_observer_tokens,
                                              config.counter.count, known)
+    extractors = _extractors(step, "observer")
     user = observer_user_prompt(
         transcript=_transcript(messages, config.om.time_zone),
         previous_observations=shown, truncated=truncated,
         current_task=state.current_task if hints else None,
         suggested_response=state.suggested_response if hints else None,
-    )
+        prior_values=extraction.prior_values(extractors, state.metadata, state.title),
+    ) + extraction.inline_reminder(extractors)
     if buffered:
         user += "\n\nOutput <observations> every time."
     return (
-        ChatMessage(role="system", content=observer_system_prompt(
-            continuation_hints=bool(hints), instruction=o.instruction)),
-        ChatMessage(role="user", content=user),
+        ChatMessage(role="system", content=_with_inline(observer_system_prompt(
+            continuation_hints=bool(hints), instruction=o.instruction), extractors)),
+        ChatMessage(role="user", content=observer_user_content(
+            user, messages, o.observe_attachments, o.model.name)),
     )
 
 
@@ -363,7 +384,8 @@ def _failed(step: Step, cycle: Cycle, operation: str, error: str, done: datetime
     step.emit(cls, _failure(step, cycle, operation, error, done, duration, background=background), done)
 
 
-def _read_observer(result: ModelResult, state: MemoryState) -> ObserverOutput | str:
+def _read_observer(result: ModelResult, state: MemoryState,
+                   extractors: tuple[Spec, ...] = ()) -> ObserverOutput | str:
     """The parsed answer, or why it cannot be used (the messages then stay for the next cycle).
 
     Lines that only repeat an observation already in the log (or in a buffered chunk) are
@@ -373,9 +395,10 @@ def _read_observer(result: ModelResult, state: MemoryState) -> ObserverOutput | 
     if not result.ok:
         return result.error or "model call failed"
     previous = "\n".join([state.observations, *(c.observations for c in state.chunks)])
-    parsed = parse_observer_output(result.output or "", previous)
+    answer = extraction.without_sections(result.output or "", extractors)
+    parsed = parse_observer_output(answer, previous)
     if not parsed.observations and not parsed.degenerate:
-        parsed = parse_observer_output(result.output or "")
+        parsed = parse_observer_output(answer)
     if parsed.degenerate:
         return "Observer produced degenerate output"
     if not parsed.observations:
@@ -402,12 +425,12 @@ def _observation_result(step: Step, cycle: Cycle, result: ModelResult, done: dat
                         duration: int) -> None:
     if _regenerate(step, cycle, result):
         return
-    parsed = _read_observer(result, step.state)
+    parsed = _read_observer(result, step.state, _extractors(step, "observer"))
     if isinstance(parsed, str):
         _failed(step, cycle, "observation", parsed, done, duration)
         emit_status(step, done, cycle.step_number)
         return
-    _commit_observation(step, cycle, parsed, done, duration)
+    _commit_observation(step, cycle, parsed, done, duration, result.output or "")
     resume(step, done, "observe", cycle.step_number)
 
 
@@ -434,7 +457,8 @@ def _observe_messages(step: Step, message_ids: tuple[str, ...], text: str, curso
 
 
 def _commit_observation(step: Step, cycle: Cycle, parsed: ObserverOutput, done: datetime,
-                        duration: int) -> None:
+                        duration: int, raw: str) -> None:
+    found = _extract(step, cycle, raw, parsed.observations)
     state, config = step.state, step.config
     covered = set(cycle.message_ids)
     cursor = max(m.created_at for m in state.pending if m.id in covered)
@@ -449,8 +473,9 @@ def _commit_observation(step: Step, cycle: Cycle, parsed: ObserverOutput, done: 
         current_task=parsed.current_task, suggested_response=parsed.suggested_response,
         record_id=step.record_id, thread_id=state.thread_id,
         observed_message_ids=cycle.message_ids, cursor=iso(step.state.cursor),
-        generation=state.generation,
+        generation=state.generation, **_extraction_fields(found),
     ), done)
+    _retitle(step, cycle, found, done)
 
 
 def manual_observe(step: Step, now: datetime) -> None:
@@ -521,12 +546,16 @@ def _buffer_result(step: Step, cycle: Cycle, result: ModelResult) -> None:
     if _regenerate(step, cycle, result):
         return
     state = step.state
-    parsed = _read_observer(result, state)
+    parsed = _read_observer(result, state, _extractors(step, "observer"))
     pending_ids = set(state.pending_ids)
     if isinstance(parsed, str) or not set(cycle.message_ids) <= pending_ids:
         reason = parsed if isinstance(parsed, str) else "superseded: its messages were observed meanwhile"
         _failed(step, cycle, "observation", reason, done, duration, background=True)
         return
+    # Spec: a buffering end reports the extractors' values as persisted already, before the
+    # chunk activates.
+    found = _extract(step, cycle, result.output or "", parsed.observations)
+    state = step.state
     covered = [m for m in state.pending if m.id in set(cycle.message_ids)]
     chunk = BufferedChunk(
         cycle_id=cycle.cycle_id, observations=parsed.observations,
@@ -542,7 +571,134 @@ def _buffer_result(step: Step, cycle: Cycle, result: ModelResult) -> None:
         buffered_tokens=sum(c.tokens for c in chunks), record_id=step.record_id,
         thread_id=state.thread_id, observations=parsed.observations,
         observed_message_ids=cycle.message_ids, generation=state.generation,
+        **_extraction_fields(found),
     ), done)
+    _retitle(step, cycle, found, done)
+
+
+# --- extractors (spec §9) ---------------------------------------------------------------------
+def _source(cycle: Cycle) -> extraction.Source:
+    return "reflector" if cycle.kind in ("reflect", "buffer-reflection") else "observer"
+
+
+def _extractors(step: Step, source: extraction.Source) -> tuple[Spec, ...]:
+    state = step.state
+    return extraction.specs(step.config.om, source, {
+        "source": source, "threadId": state.thread_id, "resourceId": state.resource_id,
+        "workingMemory": state.working_memory})
+
+
+def _with_inline(system: str, extractors: tuple[Spec, ...]) -> str:
+    """The system prompt, asking for the inline extractors' sections when there are any (a
+    prompt without extractors stays byte for byte what it was)."""
+    section = extraction.inline_instructions(extractors)
+    return f"{system}\n\n{section}" if section else system
+
+
+def _with_structured(step: Step, cycle: Cycle, result: ModelResult,
+                     slot: str) -> tuple[Cycle, ModelResult] | None:
+    """The cycle and main answer to apply now, or None while a structured follow-up runs.
+
+    A main answer with structured extractors to run is kept on the cycle, which stays where it
+    is (a blocking one keeps holding the memory's inputs), and an `extract` job is emitted; its
+    result brings the main answer back with the values (`step.structured`)."""
+    if cycle.answer is not None:
+        if result.kind != "extract":
+            return None  # the main answer delivered again while its follow-up runs
+        main = cycle.answer
+        extractors = _extractors(step, _source(cycle))
+        if result.ok and not cycle.extract_retried and extraction.retry_reason(result.output, extractors):
+            job = _extract_job(step, cycle, main, extractors, again=True)
+            if job is not None:
+                step.jobs.append(job)
+                step.update(**{slot: cycle.model_copy(update={"extract_retried": True})})
+                return None
+        step.structured = extraction.read_structured(
+            result.output if result.ok else None, None if result.ok else result.error or "model call failed",
+            extractors)
+        spent = result.completed_at - result.started_at  # the cycle lasted both calls
+        return (cycle.model_copy(update={"answer": None, "extract_retried": False}),
+                main.model_copy(update={"completed_at": main.completed_at + spent}))
+    if result.kind == "extract":
+        return None  # a follow-up for an answer already applied (a redelivery)
+    extractors = _extractors(step, _source(cycle))
+    if not result.ok or not any(s.mode == "structured" for s in extractors):
+        return cycle, result
+    job = _extract_job(step, cycle, result, extractors)
+    if job is None:
+        return cycle, result
+    step.jobs.append(job)
+    step.update(**{slot: cycle.model_copy(update={"answer": result})})
+    return None
+
+
+def _extract_job(step: Step, cycle: Cycle, result: ModelResult, extractors: tuple[Spec, ...], *,
+                 again: bool = False) -> ModelJob | None:
+    """The structured follow-up of an answer (`again`: asked once more, for JSON alone), or
+    None when the answer will not be committed anyway (it loops or holds no observations) or
+    no model may take the job."""
+    source = _source(cycle)
+    parsed = parse_observer_output(extraction.without_sections(result.output or "", extractors))
+    if parsed.degenerate or not parsed.observations:
+        return None
+    transcript = ""
+    if source == "observer":
+        covered = set(cycle.message_ids)
+        transcript = _transcript(tuple(m for m in step.state.pending if m.id in covered),
+                                 step.config.om.time_zone)
+    system, user, settings = extraction.structured_request(
+        extractors, source=source, observations=parsed.observations, transcript=transcript,
+        metadata=step.state.metadata)
+    if again:
+        user += extraction.JSON_ONLY
+    messages = (ChatMessage(role="system", content=system), ChatMessage(role="user", content=user))
+    job = _job(step, cycle, messages, reflector=source == "reflector", trigger=cycle.trigger,
+               input_tokens=cycle.tokens, kind="extract", extra_settings=settings)
+    return None if isinstance(job, str) else job
+
+
+def _structured_failed(step: Step, cycle: Cycle, error: str) -> Extraction:
+    return Extraction(failures={s.slug: error for s in _extractors(step, _source(cycle))
+                                if s.mode == "structured"})
+
+
+def _extract(step: Step, cycle: Cycle, raw: str, observations: str) -> Extraction:
+    """The committed cycle's values and failures (inline ones from `raw`, structured ones from
+    the follow-up), stored in the thread's OM metadata."""
+    structured, step.structured = step.structured or Extraction(), None
+    source = _source(cycle)
+    extractors = _extractors(step, source)
+    if not extractors:
+        return Extraction()
+    state = step.state
+    found = extraction.settle(
+        extractors, extraction.inline_values(raw, extractors), structured,
+        context={"source": source, "threadId": state.thread_id, "resourceId": state.resource_id},
+        metadata=state.metadata, raw_observations=observations)
+    if found.values:
+        step.update(metadata=extraction.store(state.metadata, extractors, found.values))
+    if extraction.WORKING_MEMORY in found.values:
+        step.update(working_memory=found.values[extraction.WORKING_MEMORY])
+    return found
+
+
+def _extraction_fields(found: Extraction) -> dict:
+    """The end event's `extractedValues` / `extractionFailures` (absent when empty)."""
+    return {"extracted_values": found.values or None,
+            "extraction_failures": tuple(ExtractionFailure(slug=slug, error=error)
+                                         for slug, error in found.failures.items()) or None}
+
+
+def _retitle(step: Step, cycle: Cycle, found: Extraction, at: datetime) -> None:
+    """`data-om-thread-update` when the cycle's `thread-title` may replace the title."""
+    state = step.state
+    title = extraction.title_change(found.values, state.title, state.title_pinned)
+    if title is None:
+        return
+    step.update(title=title)
+    step.emit(ThreadUpdate, ThreadUpdateData(
+        cycle_id=cycle.cycle_id, thread_id=state.thread_id, old_title=state.title,
+        new_title=title, timestamp=at), at)
 
 
 # --- activation (spec §6.4) -------------------------------------------------------------------
@@ -644,11 +800,14 @@ def _maybe_reflect(step: Step, now: datetime, phase: str, step_number: int | Non
 def _reflector_request(step: Step, observations: str, level: int, *, guidance: str | None,
                        hints: bool) -> tuple[ChatMessage, ...]:
     r = step.config.resolved.reflection
+    extractors = _extractors(step, "reflector")
     return (
-        ChatMessage(role="system", content=reflector_system_prompt(
-            continuation_hints=hints, instruction=r.instruction)),
+        ChatMessage(role="system", content=_with_inline(reflector_system_prompt(
+            continuation_hints=hints, instruction=r.instruction), extractors)),
         ChatMessage(role="user", content=reflector_user_prompt(
-            observations=observations, level=level, guidance=guidance, continuation_hints=hints)),
+            observations=observations, level=level, guidance=guidance, continuation_hints=hints,
+            prior_values=extraction.prior_values(extractors, step.state.metadata))
+            + extraction.inline_reminder(extractors)),
     )
 
 
@@ -691,7 +850,8 @@ def _start_reflection(step: Step, now: datetime, *, phase: str, step_number: int
 
 def _ladder(step: Step, cycle: Cycle, result: ModelResult):
     """Record this attempt on the cycle and ask the ladder what follows."""
-    parsed = parse_observer_output(result.output or "") if result.ok else None
+    answer = extraction.without_sections(result.output or "", _extractors(step, "reflector"))
+    parsed = parse_observer_output(answer) if result.ok else None
     failed = parsed is None or parsed.degenerate or not parsed.observations
     text = "" if failed else parsed.observations
     tokens = cycle.tokens if failed else step.config.counter.count(text)
@@ -699,6 +859,8 @@ def _ladder(step: Step, cycle: Cycle, result: ModelResult):
         "attempts": (*cycle.attempts, (cycle.level, tokens, failed)),
         "candidates": (*cycle.candidates, text),
         "suggested": (*cycle.suggested, None if failed else parsed.suggested_response),
+        # Inline extractor values come from the answer that is accepted, whichever it is.
+        "raw": (*cycle.raw, result.output or "") if _extractors(step, "reflector") else (),
     })
     start = compression_start_level(cycle.model or "", manual=cycle.trigger == "manual")
     decision = ladder_step([ReflectionAttempt(*a) for a in cycle.attempts], start_level=start,
@@ -713,8 +875,9 @@ def _reflection_result(step: Step, cycle: Cycle, result: ModelResult, done: date
     cycle, decision = _ladder(step, cycle, result)
     if decision.action == "accept":
         i = decision.accepted_index
-        _commit_reflection(step, cycle, cycle.candidates[i], cycle.suggested[i], done, duration)
-    elif decision.action == "retry":
+        _commit_reflection(step, cycle, i, done, duration)
+        return
+    if decision.action == "retry":
         _failed(step, cycle, "reflection", decision.message or "", done, duration)
         _start_reflection(step, done, phase=cycle.phase, step_number=cycle.step_number,
                           trigger=cycle.trigger, guidance=cycle.guidance, previous=cycle,
@@ -742,8 +905,17 @@ def _new_generation(step: Step, text: str, at: datetime, **changes: object) -> N
     step.observations_changed = False
 
 
-def _commit_reflection(step: Step, cycle: Cycle, text: str, suggested: str | None,
-                       done: datetime, duration: int) -> None:
+def _accepted_answer(step: Step, cycle: Cycle, i: int) -> str:
+    """The raw answer of the accepted ladder attempt; a structured follow-up belongs to the
+    latest attempt only, so an earlier one's is dropped."""
+    if i != len(cycle.attempts) - 1:
+        step.structured = None
+    return cycle.raw[i] if i < len(cycle.raw) else ""
+
+
+def _commit_reflection(step: Step, cycle: Cycle, i: int, done: datetime, duration: int) -> None:
+    text, suggested = cycle.candidates[i], cycle.suggested[i]
+    found = _extract(step, cycle, _accepted_answer(step, cycle, i), text)
     state, config = step.state, step.config
     tokens = config.counter.count(text)
     _new_generation(step, text, done,
@@ -754,7 +926,7 @@ def _commit_reflection(step: Step, cycle: Cycle, text: str, suggested: str | Non
         duration_ms=duration, tokens_observed=cycle.tokens, observation_tokens=tokens,
         observations=text, suggested_response=suggested, record_id=step.record_id,
         thread_id=state.thread_id, cursor=iso(state.cursor) if state.cursor else None,
-        generation=step.state.generation,
+        generation=step.state.generation, **_extraction_fields(found),
     ), done)
     resume(step, done, cycle.phase, cycle.step_number)
 
@@ -826,6 +998,7 @@ def _reflection_buffer_result(step: Step, cycle: Cycle, result: ModelResult) -> 
         return
     i = decision.accepted_index
     text, tokens = cycle.candidates[i], cycle.attempts[i][1]
+    found = _extract(step, cycle, _accepted_answer(step, cycle, i), text)
     step.update(buffered_reflection=BufferedReflection(
         cycle_id=cycle.cycle_id, text=text, tokens=tokens, input_tokens=cycle.tokens,
         line_count=cycle.line_count, suggested_response=cycle.suggested[i]))
@@ -833,7 +1006,7 @@ def _reflection_buffer_result(step: Step, cycle: Cycle, result: ModelResult) -> 
         cycle_id=cycle.cycle_id, operation_type="reflection", completed_at=done,
         duration_ms=duration, tokens_buffered=cycle.tokens, buffered_tokens=tokens,
         record_id=step.record_id, thread_id=step.state.thread_id, observations=text,
-        generation=step.state.generation,
+        generation=step.state.generation, **_extraction_fields(found),
     ), done)
 
 

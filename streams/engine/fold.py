@@ -54,7 +54,7 @@ from .state import MemoryState, PendingMessage
 from .step import EngineConfig, Folded, Rejected, Step
 from .temporal import TimedMessage, plan_temporal_gap
 from .tokens import Counter, count_message
-from .transcript import SIGNAL, message_lines
+from .transcript import SIGNAL, transcribe
 
 __all__ = ["EngineConfig", "Folded", "Input", "Rejected", "addressed", "fold", "holds", "memory_key",
            "new_state"]
@@ -250,10 +250,11 @@ def _on_message(step: Step, message: Message, *, released: bool = False) -> None
     if message.role == "user" and step.config.resolved.temporal_markers:
         marker = _temporal_marker(step, message)
     counter = step.config.counter
+    view = transcribe(message, counter.count)
     pending = PendingMessage(
         id=message.id, role=message.role, created_at=message.created_at, text=message.text(),
         tokens=_message_tokens(message, counter, step.config.om.observer_model),
-        lines=message_lines(message, counter.count),
+        lines=view.lines, attachments=view.attachments,
         calls=_tool_ids(message, "tool-call"), answers=_tool_ids(message, "tool-result"),
     )
     # The marker follows the message it was made for, in the observer's history (spec §14).

@@ -129,8 +129,10 @@ def observer_user_prompt(
     current_task: str | None = None,
     suggested_response: str | None = None,
     truncated: bool = False,
+    prior_values: str = "",
 ) -> str:
-    """Previous observations, prior hints, the new history, then the task (one user message)."""
+    """Previous observations, prior hints and extracted values, the new history, then the task
+    (one user message)."""
     blocks: list[str] = []
     if previous_observations:
         notice = f"\n\n{TRUNCATION_NOTICE}" if truncated else ""
@@ -141,6 +143,8 @@ def observer_user_prompt(
         )
     prior = [f"- prior {name}: {value}" for name, value in
              (("current-task", current_task), ("suggested-response", suggested_response)) if value]
+    if prior_values:
+        prior.append(prior_values)
     if prior:
         blocks.append(
             "## Prior Thread Metadata\n\n" + "\n".join(prior)
@@ -233,12 +237,15 @@ def reflector_system_prompt(*, continuation_hints: bool = True, instruction: str
 
 
 def reflector_user_prompt(*, observations: str, level: int, guidance: str | None = None,
-                          continuation_hints: bool = True) -> str:
-    """The log to rewrite, then the request, manual guidance and the compression level's heading."""
+                          continuation_hints: bool = True, prior_values: str = "") -> str:
+    """The log to rewrite, then the request, prior extracted values, manual guidance and the
+    compression level's heading."""
     prompt = (
         f"## OBSERVATIONS TO REFLECT ON\n\n{observations}\n\n---\n\n"
         "Write a refined, condensed version of these observations. It becomes the entire memory."
     )
+    if prior_values:
+        prompt += f"\n\n## Prior Extracted Values\n\n{prior_values}"
     if guidance:
         prompt += f"\n\n## SPECIFIC GUIDANCE\n\n{guidance}"
     if level in COMPRESSION_GUIDANCE:

@@ -8,6 +8,10 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from omstream.schemas.jobs import ModelResult
+
+from .attachments import Attachment
+
 __all__ = ["BufferedChunk", "BufferedReflection", "Cycle", "Generation", "MemoryState", "PendingMessage", "Seen"]
 
 
@@ -76,6 +80,9 @@ class PendingMessage(_Frozen):
     # A message of parts: its transcript lines as (title, body), attachment placeholders still
     # to be numbered (transcript.message_lines); None renders one line, `title`/role and `text`.
     lines: tuple[tuple[str, str], ...] | None = None
+    # Its images and files, one per placeholder of `lines` and in their order, for the observer
+    # request to forward (attachments.observer_user_content; the policy is applied there).
+    attachments: tuple[Attachment, ...] = ()
     # Tool exchanges: the call ids this message opens and answers (safe buffer prefix, §6.9).
     calls: tuple[str, ...] = ()
     answers: tuple[str, ...] = ()
@@ -107,6 +114,10 @@ class Cycle(_Frozen):
     target: int = 0  # tokens a reflection must get under
     line_count: int = 0  # buffered reflection: the leading log lines it rewrites
     model: str | None = None
+    # The main answer, kept while the cycle waits for its extractors' structured follow-up.
+    answer: ModelResult | None = None
+    extract_retried: bool = False  # the follow-up was asked once more (spec §9.3)
+    raw: tuple[str, ...] = ()  # reflection ladder: each attempt's answer, for its inline values
 
 
 class BufferedChunk(_Frozen):
@@ -182,6 +193,9 @@ class MemoryState(_Frozen):
     observation_tokens_override: int | None = None
     title: str | None = None
     title_pinned: bool = False
+    # The thread's OM metadata: extractor values at their key paths (`extracted.<slug>`, ...).
+    metadata: dict[str, Any] = {}
+    working_memory: Any = None  # the thread's working-memory document (markdown or JSON)
     requests: tuple[str, ...] = ()  # recent control request ids, for idempotent commands
     # Observation tokens at which a threshold reflection gave up (failed, or could not get below
     # the threshold): it is not retried until the observations change (spec §6.7, §8.3).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -140,6 +141,8 @@ class Step:
         self.rejected: list[Rejected] = []
         # Set when this call changed the observations (a reflection check follows).
         self.observations_changed = False
+        # A structured extractor follow-up's values, from its result to the commit it belongs to.
+        self.structured: Any = None
         # Events that follow the step's `data-om-status` (see `emit_after_status`).
         self._after_status: list[tuple[type, object, datetime]] = []
 

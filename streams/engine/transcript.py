@@ -12,7 +12,7 @@ left out when it equals the previous line's and comes back after each new header
 times are rendered in the configured time zone (UTC unless set), never the host's.  A `Signal`
 line has no time of its own: a reader takes the previous line's.
 
-A message of parts yields one line per part (`message_lines`, computed once at ingest):
+A message of parts yields one line per part (`transcribe`, computed once at ingest):
 
     User: text                          Reasoning: text
     Tool Call search: q: "lyon"         <- an outline of the arguments, ≤ 2 000 tokens
@@ -23,6 +23,9 @@ A message of parts yields one line per part (`message_lines`, computed once at i
 Attachments are numbered per observer call, images and files apart, so the lines hold a
 placeholder mark that `AttachmentNumbers` turns into `[Image #n: label]` when the transcript of
 one call is rendered.  An image-like file counts as an image (its line keeps the `File` title).
+`transcribe` also returns the message's attachments (`attachments.Attachment`), one per mark
+that reaches the transcript and in the same order, so the observer request can send each one
+under the placeholder the transcript shows for it.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
 from omstream.schemas.messages import (
@@ -45,7 +48,7 @@ from omstream.schemas.messages import (
     ToolResultPart,
 )
 
-from .attachments import attachment_label, is_image_like_file
+from .attachments import Attachment, attachment_label, attachment_of, is_image_like_file, placeholder_text
 from .tokens import (
     EMPTY_RESULT,
     TOOL_FAILED,
@@ -62,11 +65,13 @@ from .tokens import (
 __all__ = [
     "SIGNAL",
     "AttachmentNumbers",
+    "Transcribed",
     "TranscriptLine",
     "message_lines",
     "outline_arguments",
     "placeholder",
     "render_transcript",
+    "transcribe",
     "truncate_to_tokens",
 ]
 
@@ -143,18 +148,22 @@ class AttachmentNumbers:
     def _number(self, match: re.Match[str]) -> str:
         if match.group(1) == "I":
             self.images += 1
-            kind, number = "Image", self.images
+            kind, number = "image", self.images
         else:
             self.files += 1
-            kind, number = "File", self.files
-        label = match.group(2)
-        return f"[{kind} #{number}: {label}]" if label else f"[{kind} #{number}]"
+            kind, number = "file", self.files
+        return placeholder_text(kind, number, match.group(2))
 
     def fill(self, title: str, body: str) -> str:
-        """The body with its marks numbered; only attachment and tool-result lines hold marks."""
-        if title not in ("Image", "File") and not title.startswith("Tool Result "):
+        """The body with its marks numbered; only attachment and tool outcome lines hold marks
+        (a failed tool's result may carry attachments too)."""
+        if not _holds_marks(title):
             return body
         return _MARK.sub(self._number, body).translate(_STRAY_MARKS)
+
+
+def _holds_marks(title: str) -> bool:
+    return title in ("Image", "File") or title.startswith(("Tool Result ", "Tool Error "))
 
 
 _STRAY_MARKS = {0xE000: None, 0xE001: None, 0xE002: None}  # a mark cut by truncation
@@ -359,51 +368,74 @@ def _arguments_body(args: Any, count: Count) -> str:
 
 
 # --- tool results -----------------------------------------------------------------------------
-def _lift_attachments(blocks: list) -> list:
-    """Attachment blocks replaced by `{type, placeholder}`."""
-    lifted = []
+Lifted = tuple[Mapping[str, Any], ...]  # the attachment parts lifted out of a result, in order
+
+
+def _lift_attachments(blocks: list) -> tuple[list, Lifted]:
+    """Attachment blocks replaced by `{type, placeholder}`, and the attachments, in order."""
+    lifted, attachments = [], []
     for block in blocks:
         attachment = block_attachment(block)
         if attachment is None:
             lifted.append(block)
         else:
             lifted.append({"type": block.get("type"), "placeholder": _part_placeholder(attachment)})
-    return lifted
+            attachments.append(attachment)
+    return lifted, tuple(attachments)
 
 
-def _result_body(part: ToolResultPart, count: Count) -> str:
+def _result_body(part: ToolResultPart, count: Count) -> tuple[str, Lifted]:
     value, typed_blocks = tool_result_value(part)
+    attachments: Lifted = ()
     if typed_blocks:
-        value = _lift_attachments(value)
+        value, attachments = _lift_attachments(value)
     else:
         blocks = multimodal_blocks(value)
         if blocks is not None and isinstance(value, Mapping) and value.get("type") == "content":
-            value = {**value, "value": _lift_attachments(blocks)}
+            lifted, attachments = _lift_attachments(blocks)
+            value = {**value, "value": lifted}
     if value is None or value == "" or value == []:
-        return EMPTY_RESULT
-    return truncate_to_tokens(format_tool_result(value), TOOL_RESULT_MAX_TOKENS, count) or EMPTY_RESULT
+        return EMPTY_RESULT, ()
+    body = truncate_to_tokens(format_tool_result(value), TOOL_RESULT_MAX_TOKENS, count) or EMPTY_RESULT
+    # The JSON keeps the blocks' order and truncation keeps a prefix: the placeholders left
+    # whole are those of the first attachments (a cut one is dropped when numbered).
+    return body, attachments[:len(_MARK.findall(body))]
 
 
-def _outcome_line(part: ToolResultPart, count: Count) -> tuple[str, str]:
+def _outcome_line(part: ToolResultPart, count: Count) -> tuple[str, str, Lifted]:
     if part.denied:
-        return f"Tool Denied {part.tool_name}", denial_reason(part)
+        return f"Tool Denied {part.tool_name}", denial_reason(part), ()
     if is_tool_error(part):
         if part.error:
-            return f"Tool Error {part.tool_name}", truncate_to_tokens(part.error, TOOL_RESULT_MAX_TOKENS, count)
-        body = _result_body(part, count)
-        return f"Tool Error {part.tool_name}", TOOL_FAILED if body == EMPTY_RESULT else body
-    return f"Tool Result {part.tool_name}", _result_body(part, count)
+            return (f"Tool Error {part.tool_name}",
+                    truncate_to_tokens(part.error, TOOL_RESULT_MAX_TOKENS, count), ())
+        body, attachments = _result_body(part, count)
+        if body == EMPTY_RESULT:
+            return f"Tool Error {part.tool_name}", TOOL_FAILED, ()
+        return f"Tool Error {part.tool_name}", body, attachments
+    return (f"Tool Result {part.tool_name}", *_result_body(part, count))
 
 
 # --- messages ---------------------------------------------------------------------------------
-def message_lines(message: Message, count: Count) -> tuple[tuple[str, str], ...] | None:
-    """The (title, body) lines of a message of parts; None for string content (one line with the
-    role as title and the content as body).  Parts with nothing to show yield no line."""
+class Transcribed(NamedTuple):
+    """A message as the observer reads it: its lines (None for string content: one line with
+    the role as title and the content as body) and its attachments, in placeholder order."""
+
+    lines: tuple[tuple[str, str], ...] | None
+    attachments: tuple[Attachment, ...]
+
+
+def transcribe(message: Message, count: Count) -> Transcribed:
+    """The (title, body) lines of a message of parts, and its attachments: one per placeholder
+    the lines hold, top-level parts and those lifted out of tool results alike.  Parts with
+    nothing to show yield no line."""
     if isinstance(message.content, str):
-        return None
+        return Transcribed(None, ())
     role = message.role.capitalize()
     lines: list[tuple[str, str]] = []
+    attachments: list[Attachment] = []
     for part in message.content:
+        found: Lifted = ()
         if isinstance(part, TextPart):
             line = (role, part.text)
         elif isinstance(part, ReasoningPart):
@@ -411,12 +443,20 @@ def message_lines(message: Message, count: Count) -> tuple[tuple[str, str], ...]
         elif isinstance(part, ToolCallPart):
             line = (f"Tool Call {part.tool_name}", _arguments_body(part.args, count))
         elif isinstance(part, ToolResultPart):
-            line = _outcome_line(part, count)
+            title, body, found = _outcome_line(part, count)
+            line = (title, body)
         elif isinstance(part, ImagePart | FilePart):
             title = "Image" if isinstance(part, ImagePart) else "File"
-            line = (title, _part_placeholder(part.model_dump(by_alias=True, exclude_none=True)))
+            wire = part.model_dump(by_alias=True, exclude_none=True)
+            line, found = (title, _part_placeholder(wire)), (wire,)
         else:  # data-* parts are application data, not conversation
             continue
         if line[1]:
             lines.append(line)
-    return tuple(lines)
+            attachments += (attachment_of(p) for p in found)
+    return Transcribed(tuple(lines), tuple(attachments))
+
+
+def message_lines(message: Message, count: Count) -> tuple[tuple[str, str], ...] | None:
+    """The (title, body) lines of a message of parts (`transcribe` without the attachments)."""
+    return transcribe(message, count).lines

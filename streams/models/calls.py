@@ -25,6 +25,12 @@ This is the only module that imports litellm (3-5 s to import, so lazily).
   there was an HTTP answer).
 - **Usage and provider metadata** come from the litellm response (`usage`, `_hidden_params`
   with litellm's `response_cost`, `provider_specific_fields`).
+- **Attachments** (a user message of content parts: text, `image_url`, `file`) are passed to
+  litellm as they are.  When a model refuses such a request (`bad-request`: a link that expired,
+  a file type the provider does not read, a text-only endpoint), it is asked once more without
+  the attachments and the text parts naming them: the transcript still names every attachment,
+  and an observer that never answers would leave the memory unobserved for good.  The result
+  says so (`providerMetadata.omstream.attachmentsDropped`).
 
 The result is never invented: it is the model's answer or the error.
 """
@@ -61,6 +67,7 @@ __all__ = [
     "translate_settings",
     "untimed",
     "warm_up",
+    "without_attachments",
 ]
 
 log = logging.getLogger(__name__)
@@ -392,6 +399,25 @@ def untimed(result: ModelResult, job: ModelJob) -> ModelResult:
     return result.model_copy(update={"started_at": job.created_at, "completed_at": job.created_at})
 
 
+def without_attachments(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """`messages` without their non-text content parts and the text part just before each (the
+    one naming it); a message left with one text part becomes that string.  None when no
+    message has a non-text part."""
+    changed = False
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        content = message.get("content")
+        if not isinstance(content, list) or all(p.get("type") == "text" for p in content):
+            out.append(message)
+            continue
+        changed = True
+        kept = [p for i, p in enumerate(content) if p.get("type") == "text"
+                and not (i + 1 < len(content) and content[i + 1].get("type") != "text")]
+        texts = [p for p in kept if p.get("text")]
+        out.append({**message, "content": texts[0]["text"] if len(texts) == 1 else (texts or "")})
+    return out if changed else None
+
+
 async def complete(model: str, messages: list[dict[str, Any]], *, timeout: float,
                    arguments: dict[str, Any], num_retries: int = 0) -> Any:
     """One litellm call of a (litellm) model name; a `local/` model is routed to its in-process
@@ -420,6 +446,7 @@ async def run_job(job: ModelJob, policy: RetryPolicy = RetryPolicy(), *,
     candidates += [m for m in (litellm_model_name(f) for f in job.fallbacks or ()) if m not in candidates]
     failures: list[_Failure] = []
     attempts = 0
+    dropped: str | None = None  # why the attachments were left out, once they were
     for model in candidates:
         if failures:
             log.warning("model failed; trying a fallback", extra={
@@ -449,11 +476,21 @@ async def run_job(job: ModelJob, policy: RetryPolicy = RetryPolicy(), *,
                 if retry:
                     await sleep(policy.delay(tries - 1, rng))
                     continue
+                plain = without_attachments(messages) if code == "bad-request" and dropped is None else None
+                if plain is not None:
+                    dropped = f"{type(exc).__name__}: {exc}"[:500]
+                    log.warning("model refused the request with its attachments; asking without them",
+                                extra={"cycle": job.cycle_id, "model": model, "error": dropped})
+                    messages = plain
+                    continue
                 failures.append(_Failure(model, f"{type(exc).__name__}: {exc}"[:2000], code, status))
                 break
             log.debug("model call done in %.3fs", time.monotonic() - t0)
+            metadata = _provider_metadata(response, provider)
+            if dropped is not None:
+                metadata = {**(metadata or {}), "omstream": {"attachmentsDropped": dropped}}
             return _result(job, started, ok=True, model=model, attempts=attempts, output=output,
-                           usage=_usage(response), metadata=_provider_metadata(response, provider))
+                           usage=_usage(response), metadata=metadata)
     last = failures[-1]
     error = last.error if len(failures) == 1 else "; ".join(
         f"{f.model}: {f.error}" for f in failures)[:4000]

