@@ -209,6 +209,7 @@ def prior_values(extractors: tuple[Spec, ...], metadata: Mapping[str, Any],
 
 
 # --- inline values ----------------------------------------------------------------------------
+@functools.lru_cache(maxsize=256)
 def _section(slug: str) -> re.Pattern[str]:
     return re.compile(rf"<{re.escape(slug)}>([\s\S]*?)</{re.escape(slug)}>")
 
@@ -357,12 +358,15 @@ def settle(extractors: tuple[Spec, ...], inline: Mapping[str, Any], structured: 
 
 
 def get_path(tree: Mapping[str, Any], path: str | None) -> Any:
+    """The value at a dot-separated path of the metadata, or None."""
+    if path is None:
+        return None
     node: Any = tree
-    for part in (path or "").split(".") if path else ():
+    for part in path.split("."):
         if not isinstance(node, Mapping) or part not in node:
             return None
         node = node[part]
-    return None if path is None else node
+    return node
 
 
 def _set_path(tree: dict[str, Any], path: str, value: Any) -> None:
