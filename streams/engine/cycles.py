@@ -850,7 +850,8 @@ def _start_reflection(step: Step, now: datetime, *, phase: str, step_number: int
 
 def _ladder(step: Step, cycle: Cycle, result: ModelResult):
     """Record this attempt on the cycle and ask the ladder what follows."""
-    answer = extraction.without_sections(result.output or "", _extractors(step, "reflector"))
+    extractors = _extractors(step, "reflector")
+    answer = extraction.without_sections(result.output or "", extractors)
     parsed = parse_observer_output(answer) if result.ok else None
     failed = parsed is None or parsed.degenerate or not parsed.observations
     text = "" if failed else parsed.observations
@@ -860,7 +861,7 @@ def _ladder(step: Step, cycle: Cycle, result: ModelResult):
         "candidates": (*cycle.candidates, text),
         "suggested": (*cycle.suggested, None if failed else parsed.suggested_response),
         # Inline extractor values come from the answer that is accepted, whichever it is.
-        "raw": (*cycle.raw, result.output or "") if _extractors(step, "reflector") else (),
+        "raw": (*cycle.raw, result.output or "") if extractors else (),
     })
     start = compression_start_level(cycle.model or "", manual=cycle.trigger == "manual")
     decision = ladder_step([ReflectionAttempt(*a) for a in cycle.attempts], start_level=start,
