@@ -20,7 +20,8 @@ hundred small records.  Identity tells what changed: the fold replaces what it c
 the rest (`model_copy`), so an unchanged piece is the very object that was loaded.
 
 **Crash safety: the core record is the root, written last.**  A batch's records reach the
-changelog in three phases, each acknowledged before the next: (1) every new piece, under a key
+changelog in three phases, in this order on the memory's partition (sent together; the producer
+keeps a partition's order, see `worker.StateStore.write`): (1) every new piece, under a key
 the stored core does not reference (new item indices, large values under the write's number
 ``K\0<name>\0<n>``); (2) the core, which now references them and carries the message ids this
 write adds (``seenAdded``); (3) those ids as records of their own, stamped with ``n``, and the
@@ -33,7 +34,11 @@ garbage the core lists under ``gc`` and ids under ``seenAdded``, which the memor
 deletes or writes first.  The changelog
 never holds a core whose pieces are missing or newer, so what a restart restores is one batch's
 state or the next's, never a mixture.  Seen ids stamped with a number above the core's, or
-below the write that last reset the memory (``seenFrom``), are not seen.
+below the write that last reset the memory (``seenFrom``), are not seen.  (One exception: a
+broker that refuses one of a write's records but takes a later one, which the producer does
+only for a batch it could not deliver for `producer_request_timeout`, 20 minutes without a
+leader, or for a record the broker will never take.  The write is then sent again whole; a
+crash before that leaves a core with a missing piece, read as `state-unreadable`.)
 
 The core record carries a schema version (`"v"`).  A record without one is a whole state from
 before this layout (version 1, `seen` inline); it is read as such and written back in this
@@ -538,7 +543,7 @@ class Memories:
 
     def writes(self) -> list[list[tuple[int, bytes, bytes | None]]]:
         """Every record the batch changes, as three phases of (partition, key, value or None to
-        delete), each to be acknowledged before the next (see the module docstring)."""
+        delete), in the order the changelog must hold them (see the module docstring)."""
         phases: list[list[tuple[int, bytes, bytes | None]]] = [[], [], []]
         for key, state in self._current.items():
             loaded = self._loaded.get(key)

@@ -67,7 +67,7 @@ from .attachments import observer_user_content
 from . import extraction
 from .extraction import Extraction, Spec
 from .observations import CHUNK_SEPARATOR, append_observations
-from .parsing import ObserverOutput, parse_observer_output
+from .parsing import ObserverOutput, is_degenerate, parse_observer_output
 from .prompts import (
     observer_system_prompt,
     observer_user_prompt,
@@ -408,7 +408,7 @@ def _read_observer(result: ModelResult, state: MemoryState,
 
 def _regenerate(step: Step, cycle: Cycle, result: ModelResult) -> bool:
     """A degenerate (looping) answer is asked for once more (spec §7.7); True if it was."""
-    if not result.ok or cycle.level > 0 or not parse_observer_output(result.output or "").degenerate:
+    if not result.ok or cycle.level > 0 or not is_degenerate(result.output or ""):
         return False
     again = cycle.model_copy(update={"level": 1})
     messages = tuple(m for m in step.state.pending if m.id in set(cycle.message_ids))
