@@ -159,14 +159,24 @@ def _example_lines() -> frozenset[str]:
     return frozenset(_norm(text) for text in FORMAT_EXAMPLE_LINES)
 
 
-def _copies_example(content: str, examples: frozenset[str]) -> bool:
+@functools.cache
+def _example_starts() -> tuple[str, ...]:
+    return tuple(e + " " for e in _example_lines())
+
+
+@functools.cache
+def _long_example_words() -> tuple[frozenset[str], ...]:
+    """The word sets of the example lines long enough to be recognised by most of their words."""
+    return tuple(frozenset(e.split()) for e in _example_lines() if len(e.split()) >= 8)
+
+
+def _copies_example(content: str) -> bool:
     """The content of an example line, the start of one, or most words of a long one
     ("User stated their cat Miso is three years old and allergic to chicken")."""
-    if content in examples or any(content.startswith(e + " ") for e in examples):
+    if content in _example_lines() or content.startswith(_example_starts()):
         return True
     words = set(content.split())
-    return any(len(e.split()) >= 8 and len(words & set(e.split())) >= 0.7 * len(set(e.split()))
-               for e in examples)
+    return any(len(words & e) >= 0.7 * len(e) for e in _long_example_words())
 
 
 @functools.cache
@@ -419,7 +429,7 @@ def _drop_copies(lines: list[str], kinds: set[str], previous: str = "") -> list[
             out.append(line)
             continue
         content = _content(line)
-        if _copies_example(content, examples):
+        if _copies_example(content):
             kinds.add("example-copied")
             continue
         if line.startswith("* ") and len(content) >= _MIN_REPEAT:  # top-level observations only
