@@ -3,8 +3,8 @@
 Acceptance: the worker never restarts, every burst message is folded exactly once, and the other
 threads' produce -> `data-om-status` latency during the burst stays within 2x of its value
 without the burst (p99, or p90 with fewer than 100 samples).  The first two are asserted; the
-latency is measured and printed against its target, which is met in most runs but not reliably
-yet (see the end of the test).
+latency is printed against its target, met in every run measured but with a thin margin, and
+asserted within 4x (see the end of the test).
 
 Configuration: `messageTokens = 3000` with `bufferTokens = false` (scripted observer and
 reflector).  Without async buffering every observation is a *blocking* cycle: the memory holds
@@ -399,13 +399,15 @@ def test_burst_on_one_thread_keeps_the_worker_and_the_other_threads(new_env):
         seen = Counter([m["id"] for m in other["messages"]] + other["observedMessageIds"])
         assert sorted(seen) == sorted(sent_ids[thread]) and set(seen.values()) == {1}, thread
         assert all(i in watch.status_ms for i in sent_ids[thread]), thread
-    # The target, printed, not asserted: met in most runs, not reliably (issue 10).  Ten runs
-    # with the busy memory's lanes (`backlog.lanes`) and the store's single round trip: p99
-    # 115-162 ms against baselines of 60-106 ms, within 2x in seven; p50 10 -> 23-28 ms.  A
-    # message sent during its own thread's blocking cycle waits for the cycle's two hops
-    # through Kafka (job -> model agent -> result -> fold), and each hop waits for the one
-    # event loop, which the burst keeps busy: about 40 + 55 ms during the burst against
-    # 28 + 30 ms without it.
+    # The target (within 2x), printed: met in every run since busy memories got batches of their
+    # own (`backlog.lanes`), the state store one round trip and the parser its caches: p99
+    # 100-120 ms against baselines of 60-73 ms in eight runs, margins 4-25 %; p50 10 -> 22-25 ms.
+    # Too thin a margin to assert: a message sent during its own thread's blocking cycle waits for
+    # the cycle's two hops through Kafka (job -> model agent -> result -> fold), and each hop waits
+    # for the one event loop the burst keeps busy (others' cycles 53 -> 90 ms, p50).  Asserted
+    # instead is a guard against losing the isolation, with room for a noisy machine: within 4x
+    # (the code before measured 2.0-3.0x, and the burst's first seconds alone once cost 1-2 s).
     verdict = "within" if burst_pq <= limit else "NOT within"
     print(f"  target: other threads' p{q} {burst_pq:.0f} ms during the burst is {verdict} 2x "
           f"the {base_pq:.0f} ms without it (limit {limit:.0f} ms)")
+    assert burst_pq <= 4 * base_pq, f"p{q} {burst_pq:.0f} ms during the burst, {base_pq:.0f} ms without it"
