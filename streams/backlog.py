@@ -149,8 +149,8 @@ class Intake:
 
 
 #: The most of the fold agent's time the busy memories' batches take while others' records wait.
-#: Measured in the burst test (others' p99 during the burst, 4-10 runs each): 0.5 gave 100-156
-#: ms, 0.25 84-97 ms, 0.1 84-96 ms; the burst was folded as fast at each (12-15 s), because a
+#: Measured in the burst test (others' p99 during the burst): 0.5 gave 100-156 ms (10 runs),
+#: 0.25 84-127 ms (12 runs), 0.1 84-96 ms (3 runs); the burst took 12-17 s at each, because a
 #: busy memory's next batch waits only while others' records are there.
 BUSY_SHARE = 0.25
 
@@ -159,8 +159,8 @@ def lanes(batch: list[Any], busy: Container[Any]) -> list[list[Any]]:
     """The batch as two, each non-empty: the other memories' records first, then the busy
     ones'.  A memory is busy when it holds a long queue of inputs behind its cycles: each of
     its model results then releases a threshold's worth of them and starts the next cycle
-    with the whole observation log, a fold of 30-90 ms in a burst, which every other record
-    of its batch waited for."""
+    with the whole observation log, a fold of about 20 ms in a burst (80-100 ms for a
+    reflection's answer), which every other record of its batch waited for."""
     rest = [m for m in batch if m.key not in busy]
     mine = [m for m in batch if m.key in busy]
     return [part for part in (rest, mine) if part]
