@@ -150,7 +150,7 @@ class Intake:
 
 #: The most of the fold agent's time the busy memories' batches take while others' records wait.
 #: Measured in the burst test (others' p99 during the burst): 0.5 gave 100-156 ms (10 runs),
-#: 0.25 84-127 ms (12 runs), 0.1 84-96 ms (3 runs); the burst took 12-17 s at each, because a
+#: 0.25 84-127 ms (17 runs), 0.1 84-96 ms (3 runs); the burst took 12-17 s at each, because a
 #: busy memory's next batch waits only while others' records are there.
 BUSY_SHARE = 0.25
 
