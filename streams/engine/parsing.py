@@ -210,10 +210,6 @@ def _norm(text: str) -> str:
     return " ".join(_WORD.findall(text.lower()))
 
 
-# Cached: every answer is compared with the whole log its prompt showed, which only grows by
-# appends, so the same log lines are read again at every cycle (measured: 32 ms per answer
-# against a 1,500-line log before, a burst's fold spent a fifth of its time here).
-@functools.lru_cache(maxsize=1 << 16)
 def _content(line: str) -> str:
     """A line's text without bullet, priority, time and trailing punctuation."""
     return _norm(_LINE_HEAD.sub("", line.strip(), count=1))
@@ -392,7 +388,10 @@ def _observation_lines(body: list[str], kinds: set[str], *, in_block: bool = Tru
 _LIST_ITEM = re.compile(r"^\s*[-*]\s")
 
 
-@functools.lru_cache(maxsize=1 << 16)  # the log's lines, read again at every cycle (see _content)
+# Cached: every answer is compared with the whole log its prompt showed, which only grows by
+# appends, so the same log lines are read again at every cycle (measured: 32 ms per answer
+# against a 1,500-line log before, a burst's fold spent a fifth of its time here).
+@functools.lru_cache(maxsize=1 << 16)
 def _logged_content(line: str) -> str | None:
     """What a line of the log the prompt showed adds to the repeat check: the content of an
     observation long enough to count as a repeat, else None."""
@@ -420,15 +419,15 @@ def _drop_copies(lines: list[str], kinds: set[str], previous: str = "") -> list[
     examples = _example_lines()
     seen = {c for c in map(_logged_content, previous.split("\n")) if c}
     out: list[str] = []
-    copied = any(_content(line) in examples for line in lines)  # (exact copies bring the date)
-    for line in lines:
+    contents = [_content(line) for line in lines]
+    copied = any(c in examples for c in contents)  # (exact copies bring the date)
+    for line, content in zip(lines, contents):
         if copied and line.strip() in _example_dates():  # the example's date came with its lines
             continue
         stripped = line.strip()
         if not stripped or stripped.startswith("Date: "):
             out.append(line)
             continue
-        content = _content(line)
         if _copies_example(content):
             kinds.add("example-copied")
             continue
