@@ -541,9 +541,9 @@ class Memories:
     def put(self, key: bytes, state: MemoryState) -> None:
         self._current[key] = state
 
-    def writes(self) -> list[list[tuple[int, bytes, bytes | None]]]:
-        """Every record the batch changes, as three phases of (partition, key, value or None to
-        delete), in the order the changelog must hold them (see the module docstring)."""
+    def writes(self) -> list[tuple[int, bytes, bytes | None]]:
+        """Every record the batch changes, as (partition, key, value or None to delete), in the
+        order the changelog must hold them: the three phases of the module docstring."""
         phases: list[list[tuple[int, bytes, bytes | None]]] = [[], [], []]
         for key, state in self._current.items():
             loaded = self._loaded.get(key)
@@ -560,7 +560,7 @@ class Memories:
             phases[1].append((partition, *plan.core))
             phases[2] += [(partition, k, v) for k, v in plan.obsolete]
             self._stored[key] = plan.stored
-        return phases
+        return [write for phase in phases for write in phase]
 
     def stored(self) -> dict[bytes, Loaded]:
         """The batch's memories as the store has them once `writes()` are written (the next

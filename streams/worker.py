@@ -583,9 +583,9 @@ class StateStore:
             keys.append(key)
         return keys
 
-    async def write(self, phases: list[list[tuple[int, bytes, bytes | None]]]) -> None:
-        """Write the phases of `Memories.writes` to the changelog, in order, then all of them
-        to the local store once the broker has every record.
+    async def write(self, writes: list[tuple[int, bytes, bytes | None]]) -> None:
+        """Write `Memories.writes` to the changelog, in order, then all of them to the local
+        store once the broker has every record.
 
         One round trip, not one per phase: a memory's records all go to its partition, and the
         producer keeps a partition's records in the order sent (one request in flight per
@@ -593,7 +593,6 @@ class StateStore:
         phase by phase as if each phase had been acknowledged first.  Measured in the burst
         test: the fold agent's wait for the previous batch's store went from 7 to 2 ms (p50)."""
         topic = self.table.changelog_topic.get_topic_name()
-        writes = [w for phase in phases for w in phase]
         futures = [await self.app.producer.send(topic, key, value, partition=partition,
                                                 timestamp=None, headers=None)
                    for partition, key, value in writes]
@@ -662,10 +661,10 @@ def build_app(settings: Settings) -> faust.App:
     context = FoldContext(settings, topics, config, Limits.from_settings(settings), key_for_results,
                           settings.thread_filter)
 
-    async def store_and_ack(batch: list, phases: list, stored: dict) -> None:
+    async def store_and_ack(batch: list, writes: list, stored: dict) -> None:
         """Store a batch's states, then ack its records (their offsets may be committed)."""
         # Retried until done, never raised: the batch's records are acked only after it.
-        await until_done("store a batch's states", lambda: store.write(phases))
+        await until_done("store a batch's states", lambda: store.write(writes))
         cache.keep(stored)  # after a rebalance, the fold agent clears it before its next fold
         for message in batch:
             app.consumer.ack(message)
@@ -705,12 +704,12 @@ def build_app(settings: Settings) -> faust.App:
                 folded = time.perf_counter()
                 await until_done("send a batch's outputs", lambda: send_all(app, records))
                 sent = time.perf_counter()
-                phases, unsaved = memories.writes(), memories.stored()
+                writes, unsaved = memories.writes(), memories.stored()
                 # The next batch is folded and sent (from `unsaved`) while this one is stored;
                 # the stores themselves stay in batch order.
                 if storing is not None:
                     await storing
-                storing = asyncio.ensure_future(store_and_ack(batch, phases, unsaved))
+                storing = asyncio.ensure_future(store_and_ack(batch, writes, unsaved))
                 for key, loaded in unsaved.items():
                     stats.memories[key.decode()] = [loaded.state.observation_tokens, loaded.state.generation]
                     # Busy: a long queue of inputs behind its cycles (`backlog.lanes`).
@@ -719,7 +718,7 @@ def build_app(settings: Settings) -> faust.App:
                     else:
                         intake.busy.discard(key)
                 log.debug("batch", extra={"records": len(batch), "outputs": len(records),
-                                          "writes": sum(map(len, phases)),
+                                          "writes": len(writes),
                                           "foldMs": round((folded - started) * 1000, 1),
                                           "sendMs": round((sent - folded) * 1000, 1),
                                           "waitMs": round((time.perf_counter() - sent) * 1000, 1)})

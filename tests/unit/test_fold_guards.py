@@ -57,7 +57,7 @@ class Store:
         outcome = fold_record(ctx, record, memories)
         if outcome.state is not None:
             memories.put(outcome.key, outcome.state)
-        for _, k, v in (w for phase in memories.writes() for w in phase):
+        for _, k, v in memories.writes():
             if v is None:
                 self.records.pop(k, None)
             else:

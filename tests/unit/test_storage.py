@@ -54,9 +54,9 @@ class Table:
             state = out.state
             jobs += out.jobs
         memories.put(KEY, state)
-        phases = memories.writes()
+        writes = memories.writes()
         self.flush()
-        self.on_the_way = (phases, memories.stored())
+        self.on_the_way = (writes, memories.stored())
         if self.lagging:
             self.unsaved = memories.stored()
         else:
@@ -67,9 +67,9 @@ class Table:
         """The writes on their way reach the store."""
         if self.on_the_way is None:
             return
-        phases, stored = self.on_the_way
+        writes, stored = self.on_the_way
         self.on_the_way = None
-        for _, key, value in (w for phase in phases for w in phase):
+        for _, key, value in writes:
             self.written += len(key) + len(value or b"")
             if value is None:
                 self.records.pop(key, None)
@@ -226,7 +226,7 @@ def test_an_unreadable_state_starts_the_memory_again_and_keeps_its_sequence():
     assert key == KEY and raw == table.records[KEY] and reason
     assert memories.salvaged_seq(KEY) == 41
     memories.put(KEY, new_state("thread:t1", "t1", "u1").model_copy(update={"seq": 41}))
-    writes = {k: v for phase in memories.writes() for _, k, v in phase}
+    writes = {k: v for _, k, v in memories.writes()}
     assert writes[KEY + SEP + b"o"] is None  # the old pieces are deleted with it
 
 
@@ -248,7 +248,7 @@ def test_a_crash_part_way_through_a_write_leaves_one_state_or_the_next(count, da
     for item in batch:
         state = fold(state, item, config).state
     memories.put(KEY, state)
-    records = [w for phase in memories.writes() for w in phase]
+    records = memories.writes()
     cut = data.draw(st.integers(0, len(records)))
     for _, key, value in records[:cut]:  # the crash: only these reached the changelog
         if value is None:
