@@ -144,8 +144,8 @@ class Intake:
                 started = time.monotonic()
                 yield part
                 if part[0].key in self.busy:
-                    took = time.monotonic() - started
-                    busy_after = time.monotonic() + took * (1 - BUSY_SHARE) / BUSY_SHARE
+                    now = time.monotonic()
+                    busy_after = now + (now - started) * (1 - BUSY_SHARE) / BUSY_SHARE
 
 
 #: The most of the fold agent's time the busy memories' batches take while others' records wait.
