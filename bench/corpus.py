@@ -38,11 +38,11 @@ import tempfile
 import time
 import types
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from omstream.engine.parsing import parse_observer_output
 from omstream.engine import prompts as _working_prompts
+from omstream.engine.parsing import parse_observer_output
 from omstream.engine.transcript import TranscriptLine, render_transcript
 from omstream.models.calls import run_job
 from omstream.schemas.jobs import ChatMessage, ModelJob, request_hash
@@ -100,7 +100,7 @@ def _job(kind: str, name: str, system: str, user: str, settings: dict) -> ModelJ
         kind=kind, cycle_id=f"corpus-{name}", memory_key="thread:corpus", thread_id="corpus",
         generation=0, model=MODEL, messages=messages, settings=settings,
         request_hash=request_hash(MODEL, messages, settings),
-        created_at=datetime.now(timezone.utc))
+        created_at=datetime.now(UTC))
 
 
 def _sampling(settings: dict) -> dict:
@@ -133,7 +133,7 @@ async def _call(out: Path, stem: str, *, kind: str, version: str, origin: str, s
         "usage": {"input_tokens": usage.input_tokens if usage else None,
                   "output_tokens": usage.output_tokens if usage else None},
         "seconds": seconds,
-        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     path = out / f"{stem}.json"
     path.write_text(json.dumps(fixture, ensure_ascii=False, indent=1) + "\n")

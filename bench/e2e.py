@@ -54,12 +54,13 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from bench.fold_bench import make_bodies
 from omstream.client import OmClient
 from omstream.engine.fold import memory_key
 from omstream.engine.tokens import get_counter
@@ -68,8 +69,6 @@ from omstream.processes import start_child, stop_child
 from omstream.schemas.messages import Message
 from omstream.settings import Settings, load_settings
 from omstream.topics import Topics, ensure_topics, partitions_of
-
-from bench.fold_bench import make_bodies
 
 __all__ = ["Latency", "Options", "belongs_to", "live_sizes", "main", "memory_state_bytes",
            "message_status_times", "percentile", "step_times", "worker_rss_kb"]
@@ -522,7 +521,7 @@ class Conversation:
         # Real time: the worker refuses a createdAt far ahead of the record's log time.
         return Message(id=f"{thread}-m{index}", thread_id=thread, resource_id=f"u-{thread}",
                        role="assistant" if index % 2 else "user", content=body,
-                       created_at=datetime.now(timezone.utc))
+                       created_at=datetime.now(UTC))
 
 
 async def send_message(om: OmClient, sent: Sent, message: Message) -> None:
@@ -691,7 +690,7 @@ async def state_run(env: Env, om: OmClient, events: EventTimes, conv: Conversati
             room = min(checkpoint, folded_up_to + STATE_WINDOW) - produced
             if room <= 0:
                 last = f"{thread}-m{produced - STATE_WINDOW}"
-                await wait_for(env, events, lambda: last in events.accepted,
+                await wait_for(env, events, lambda last=last: last in events.accepted,
                                f"message {produced - STATE_WINDOW + 1} of the state run", options.stall)
                 continue
             batch = [conv.message(thread, i) for i in range(produced, produced + room)]
@@ -701,7 +700,7 @@ async def state_run(env: Env, om: OmClient, events: EventTimes, conv: Conversati
                 sent.note(started, message_id=message.id)
             produced += len(batch)
         last_id = f"{thread}-m{checkpoint - 1}"
-        await wait_for(env, events, lambda: last_id in events.accepted,
+        await wait_for(env, events, lambda last_id=last_id: last_id in events.accepted,
                        f"message {checkpoint} of the state run", options.stall)
         reached = events.accepted[last_id] - sent.first
         changelogs = await offsets.changelogs()  # a table may have appeared since

@@ -51,19 +51,19 @@ import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
-from omstream.schemas.config import load_om_config
-from omstream.schemas.jobs import ModelJob, ModelResult
-from omstream.schemas.messages import Message, TokenCount
 from omstream.engine.fold import EngineConfig, Folded, fold, memory_key, new_state
 from omstream.engine.state import MemoryState
 from omstream.engine.tokens import Counter, count_message, get_counter
 from omstream.models.scripted import observe, reflect
+from omstream.schemas.config import load_om_config
+from omstream.schemas.jobs import ModelJob, ModelResult
+from omstream.schemas.messages import Message, TokenCount
 
 __all__ = ["Options", "Report", "Row", "format_table", "main", "run"]
 
-T0 = datetime(2025, 3, 3, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 COUNTERS = ("tiktoken", "tokenx")
 MODEL_MS = 1500  # the scripted model's pretended call duration (event time, not wall time)
 REFLECT_KINDS = ("reflect", "buffer-reflection")

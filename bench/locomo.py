@@ -45,7 +45,7 @@ import string
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -150,7 +150,7 @@ def parse_session_date(text: str) -> datetime:
     if len(name) < 3 or len(months) != 1:
         raise ValueError(f"unknown month {month!r} in {text!r}")
     h = int(hour) % 12 + (12 if half.lower() == "p" else 0)
-    return datetime(int(year), months[0], int(day), h, int(minute), tzinfo=timezone.utc)
+    return datetime(int(year), months[0], int(day), h, int(minute), tzinfo=UTC)
 
 
 _EVIDENCE = re.compile(r"D:?(\d+):\d+")

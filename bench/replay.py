@@ -35,7 +35,7 @@ import tempfile
 import time
 import uuid
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,7 @@ from omstream.topics import ensure_topics
 from .e2e import CONFIG
 from .fold_bench import make_bodies
 
+
 def progress(text: str) -> None:
     print(f"[replay {time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
@@ -57,7 +58,7 @@ def progress(text: str) -> None:
 async def produce(settings, messages: int, threads: int, tokens: int) -> int:
     """The history, straight to the input log, a batch of threads at a time."""
     bodies = make_bodies(200, 7, tokens - 4, get_counter("tokenx"))
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     per_thread = messages // threads
     async with OmClient(settings) as client:
         for first in range(0, threads, 50):

@@ -26,6 +26,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from omstream.schemas.errors import OmError
+
 __all__ = [
     "KAFKA_VERSION",
     "Broker",
@@ -41,7 +43,7 @@ POM = Path(__file__).resolve().parent / "kafka" / "pom.xml"
 BROKER_JAR = f"kafka_2.13-{KAFKA_VERSION}.jar"
 
 
-class BrokerError(RuntimeError):
+class BrokerError(OmError, RuntimeError):
     """The local broker could not be resolved, started or reached; the message says which."""
 
 

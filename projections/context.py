@@ -35,17 +35,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone, tzinfo
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import orjson
 
-from omstream.schemas.base import iso
-from omstream.schemas.messages import Message
-from omstream.projections.chat import ChatMessage, chat_messages
 from omstream.engine.dates import add_relative_time_to_observations
 from omstream.engine.observations import append_observations, continue_chunk, split_chunks
+from omstream.projections.chat import ChatMessage, chat_messages
+from omstream.schemas.base import iso
+from omstream.schemas.messages import Message
 
 __all__ = [
     "CONTINUATION",
@@ -92,7 +92,7 @@ CONTINUATION_HINT = (
 #: The continuation message's text, wrapped as the original sends it.
 CONTINUATION = f"<system-reminder>{CONTINUATION_HINT}</system-reminder>"
 CONTINUATION_ID = "om-continuation"
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _OTHER_CONVERSATIONS = (
     "The following content is from OTHER conversations different from the current conversation, "
     "they're here for reference,  but they're not necessarily your focus:\n"
@@ -124,7 +124,7 @@ def optimize_observations_for_context(observations: str) -> str:
 
 
 def observation_context_chunks(observations: str, now: datetime | None = None,
-                               zone: tzinfo = timezone.utc) -> list[str]:
+                               zone: tzinfo = UTC) -> list[str]:
     """The transformed log split at its message boundaries, one string per chunk.
 
     The transform runs over the whole text before the split, so a gap marker between the last
@@ -144,7 +144,7 @@ def other_conversations_block(blocks: str) -> str:
 
 def build_context_system_messages(
     observations: str, *, current_task: str | None = None, suggested_response: str | None = None,
-    other_conversations: str | None = None, now: datetime | None = None, zone: tzinfo = timezone.utc,
+    other_conversations: str | None = None, now: datetime | None = None, zone: tzinfo = UTC,
     extracted: dict[str, Any] | None = None,
 ) -> list[str] | None:
     """The system messages of the window (`buildContextSystemMessages`), None for an empty log."""
@@ -410,5 +410,5 @@ def temporal_gap_message(event: Any) -> Message:
     return Message(
         id=data.marker_id, thread_id=event.thread_id, role="user",
         content=f"<system-reminder>{data.contents}</system-reminder>",
-        created_at=datetime.fromtimestamp((data.timestamp_ms - 1) / 1000, tz=timezone.utc),
+        created_at=datetime.fromtimestamp((data.timestamp_ms - 1) / 1000, tz=UTC),
     )

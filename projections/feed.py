@@ -112,6 +112,6 @@ class ProjectionFeed:
         async with self.changed:
             try:
                 await asyncio.wait_for(self.changed.wait_for(predicate), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         return bool(predicate())

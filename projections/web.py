@@ -30,6 +30,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from omstream.client import LogPosition
+from omstream.schemas.errors import OmError
 from omstream.settings import Settings
 
 from .feed import ProjectionFeed
@@ -37,7 +38,7 @@ from .feed import ProjectionFeed
 __all__ = ["ListenError", "build_web_app", "serve"]
 
 
-class ListenError(OSError):
+class ListenError(OmError, OSError):
     """The server could not listen on the configured address; `in_use` when the port is taken."""
 
     def __init__(self, host: str, port: int, cause: OSError) -> None:
@@ -124,11 +125,11 @@ def build_web_app(feed: ProjectionFeed, versions: Versions | None = None) -> web
         try:
             wait = min(max(float(request.query.get("wait", "10")), 0.0), 300.0)
         except ValueError:
-            raise web.HTTPBadRequest(text="wait must be a number of seconds")
+            raise web.HTTPBadRequest(text="wait must be a number of seconds") from None
         try:
             after = LogPosition.parse(request.query["after"]) if "after" in request.query else None
         except ValueError as exc:
-            raise web.HTTPBadRequest(text=str(exc))
+            raise web.HTTPBadRequest(text=str(exc)) from None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
         stale = False

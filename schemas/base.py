@@ -11,7 +11,7 @@ the field's `description` in the exported JSON Schema, which is what UI develope
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -56,5 +56,5 @@ class WireModel(BaseModel):
 
 def iso(ts: datetime) -> str:
     """JavaScript's `toISOString()`: UTC, millisecond precision, `Z` suffix."""
-    ts = ts.astimezone(timezone.utc)
+    ts = ts.astimezone(UTC)
     return ts.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"

@@ -9,7 +9,7 @@ encoded again is the same bytes: ids and hashes computed from encodings do not d
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal, Union, get_args
+from typing import Annotated, Literal, get_args
 
 import orjson
 from pydantic import Field, TypeAdapter, ValidationError
@@ -21,11 +21,12 @@ from .jobs import ModelJob, ModelResult
 from .messages import Message
 
 __all__ = [
-    "INPUT_TYPES", "DecodeFailure", "FailureCode", "InputRecord", "decode_event", "decode_input", "decode_job", "encode",
+    "INPUT_TYPES", "DecodeFailure", "FailureCode", "InputRecord",
+    "decode_event", "decode_input", "decode_job", "encode",
 ]
 
 #: A record of the input log `<ns>.log`.
-InputRecord = Annotated[Union[Message, Control, ModelResult], Field(discriminator="type")]
+InputRecord = Annotated[Message | Control | ModelResult, Field(discriminator="type")]
 _Input = TypeAdapter(InputRecord)
 _Event = TypeAdapter(Event)
 _INPUT_CLASSES = (Message, *get_args(get_args(Control)[0]), ModelResult)

@@ -28,9 +28,9 @@ import difflib
 import importlib
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, is_dataclass
-from typing import Annotated, Any, Callable, Literal, Union
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
@@ -51,6 +51,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from .durations import IdleActivation, parse_activate_after_idle, parse_duration_ms
+from .errors import OmError
 
 __all__ = [
     "BUILT_IN_SLUGS",
@@ -117,7 +118,7 @@ class Problem:
         return f"{self.path}: {self.message}"
 
 
-class OmConfigError(ValueError):
+class OmConfigError(OmError, ValueError):
     """Raised by `load_om_config`; `problems` lists every error found."""
 
     def __init__(self, problems: tuple[Problem, ...] | list[Problem]) -> None:
@@ -126,7 +127,7 @@ class OmConfigError(ValueError):
         super().__init__(f"invalid observationalMemory options:\n{lines}")
 
 
-class _RuleViolations(ValueError):
+class _RuleViolations(OmError, ValueError):
     """The cross-option rules that failed; carried through pydantic to keep each path."""
 
     def __init__(self, problems: list[Problem]) -> None:
@@ -316,11 +317,9 @@ def _model_kind(value: Any) -> str | None:
 
 #: A model choice as data: a name, a fallback list, or a router by input size.
 ModelSpec = Annotated[
-    Union[
-        Annotated[ModelName, Tag("model-name")],
-        Annotated[tuple[ModelWithRetries, ...], AfterValidator(_fallbacks), Tag("model-with-retries")],
-        Annotated[ModelByInputTokens, Tag("model-by-input-tokens")],
-    ],
+    Annotated[ModelName, Tag("model-name")]
+        | Annotated[tuple[ModelWithRetries, ...], AfterValidator(_fallbacks), Tag("model-with-retries")]
+        | Annotated[ModelByInputTokens, Tag("model-by-input-tokens")],
     Discriminator(
         _model_kind, custom_error_type="model_choice",
         custom_error_message=(
@@ -584,7 +583,7 @@ def _idle(value: Any) -> Any:
 
 
 #: `activateAfterIdle` as written: ms, a duration string, `'auto'` or false (see schemas.durations).
-IdleOption = Annotated[Union[int, float, Literal[False], str, None], BeforeValidator(_idle)]
+IdleOption = Annotated[int | float | Literal[False] | str | None, BeforeValidator(_idle)]
 
 _ATTACHMENT_PATTERN = re.compile(r"^(?:\*|[\w.+-]+/(?:\*|[\w.+-]+))$")
 _ATTACHMENT_HINT = ("use true, false, 'auto', or a list of mime patterns such as "
@@ -636,7 +635,7 @@ class ObservationConfig(_Options):
     extract: Extractors = ()
     manage_working_memory: bool = False
     observe_attachments: Annotated[
-        Union[bool, Literal["auto"], tuple[str, ...]], BeforeValidator(_attachments)] = True
+        bool | Literal["auto"] | tuple[str, ...], BeforeValidator(_attachments)] = True
     message_tokens: int = 30_000
     max_tokens_per_batch: int = 10_000
     model_settings: ModelSettings = {}

@@ -16,7 +16,7 @@ timeout, say) is applied once.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -161,15 +161,13 @@ class ResourceDeleted(ControlRecord):
 
 #: Any agent-loop marker or command of `<ns>.log`, told apart by `type`.
 Control = Annotated[
-    Union[
-        StepStarted,
-        TurnEnded,
-        ObserveRequested,
-        ReflectRequested,
-        ConfigOverridden,
-        ThreadPatched,
-        ThreadDeleted,
-        ResourceDeleted,
-    ],
+    StepStarted
+        | TurnEnded
+        | ObserveRequested
+        | ReflectRequested
+        | ConfigOverridden
+        | ThreadPatched
+        | ThreadDeleted
+        | ResourceDeleted,
     Field(discriminator="type"),
 ]

@@ -18,7 +18,7 @@ that record).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field
 
@@ -596,21 +596,19 @@ class MessageAccepted(EventEnvelope):
 
 #: Any record of `<ns>.events`, told apart by `type`.
 Event = Annotated[
-    Union[
-        Status,
-        ObservationStart,
-        ObservationEnd,
-        ObservationFailed,
-        BufferingStart,
-        BufferingEnd,
-        BufferingFailed,
-        Activation,
-        ThreadUpdate,
-        ResultIgnored,
-        MemoryDeleted,
-        TemporalGap,
-        MessageAccepted,
-    ],
+    Status
+        | ObservationStart
+        | ObservationEnd
+        | ObservationFailed
+        | BufferingStart
+        | BufferingEnd
+        | BufferingFailed
+        | Activation
+        | ThreadUpdate
+        | ResultIgnored
+        | MemoryDeleted
+        | TemporalGap
+        | MessageAccepted,
     Field(discriminator="type"),
 ]
 

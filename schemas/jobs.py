@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
@@ -101,7 +101,7 @@ class FileContent(_LitellmPart):
 
 
 #: One part of a message of parts, in litellm's (OpenAI's) multimodal format.
-ContentPart = Annotated[Union[TextContent, ImageContent, FileContent], Field(discriminator="type")]
+ContentPart = Annotated[TextContent | ImageContent | FileContent, Field(discriminator="type")]
 
 
 class ChatMessage(WireModel):

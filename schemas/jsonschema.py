@@ -63,7 +63,8 @@ def _catalogue() -> list[_WireType]:
     events = get_args(get_args(Event)[0])
     return [
         _WireType("message", Message, "messages"),
-        _WireType("control", Control, "control", "Any agent-loop marker or command of `<ns>.log`, told apart by `type`."),
+        _WireType("control", Control, "control",
+                  "Any agent-loop marker or command of `<ns>.log`, told apart by `type`."),
         *(_WireType(cls.model_fields["type"].default, cls, "control") for cls in controls),
         _WireType("model-job", ModelJob, "jobs"),
         _WireType("model-result", ModelResult, "results"),

@@ -19,7 +19,7 @@ buffered observations) and an optional `clientTokenEstimate`; other keys pass th
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Discriminator, Field, Tag, model_validator
 
@@ -122,7 +122,7 @@ class FilePart(_Part):
 
 
 #: The parts a multimodal tool result may hold.
-ToolResultContent = Annotated[Union[TextPart, ImagePart, FilePart], Field(discriminator="type")]
+ToolResultContent = Annotated[TextPart | ImagePart | FilePart, Field(discriminator="type")]
 
 
 class ToolCallPart(_Part):
@@ -183,15 +183,13 @@ def _part_kind(value: Any) -> str | None:
 
 #: One content part.  Discriminated by `type`; all `data-*` types share one model.
 MessagePart = Annotated[
-    Union[
-        Annotated[TextPart, Tag("text")],
-        Annotated[ImagePart, Tag("image")],
-        Annotated[FilePart, Tag("file")],
-        Annotated[ToolCallPart, Tag("tool-call")],
-        Annotated[ToolResultPart, Tag("tool-result")],
-        Annotated[ReasoningPart, Tag("reasoning")],
-        Annotated[DataPart, Tag("data")],
-    ],
+    Annotated[TextPart, Tag("text")]
+        | Annotated[ImagePart, Tag("image")]
+        | Annotated[FilePart, Tag("file")]
+        | Annotated[ToolCallPart, Tag("tool-call")]
+        | Annotated[ToolResultPart, Tag("tool-result")]
+        | Annotated[ReasoningPart, Tag("reasoning")]
+        | Annotated[DataPart, Tag("data")],
     Discriminator(
         _part_kind,
         custom_error_type="part_type",
@@ -211,7 +209,7 @@ def _content_kind(value: Any) -> str | None:
 #: A message's content: a string, or a list of parts.  Told apart up front so an invalid part
 #: is reported as such, not also as "not a string".
 Content = Annotated[
-    Union[Annotated[str, Tag("text")], Annotated[list[MessagePart], Tag("parts")]],
+    Annotated[str, Tag("text")] | Annotated[list[MessagePart], Tag("parts")],
     Discriminator(
         _content_kind,
         custom_error_type="content_type",

@@ -21,7 +21,7 @@ _EXPORTS = {
     "simulate": "omstream.simulation",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = ["Message", "OmClient", "OmConfig", "Settings", "load_om_config", "load_settings", "simulate"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from omstream.client import OmClient

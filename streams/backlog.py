@@ -132,7 +132,7 @@ class Intake:
                     await asyncio.sleep(wait_s)
             current = generation()
             if current != read_in:
-                self.backlog.drop(lambda message: message.generation_id != current)
+                self.backlog.drop(lambda message, current=current: message.generation_id != current)
                 read_in = current
             batch = []
             if time.monotonic() < busy_after:

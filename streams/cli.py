@@ -230,7 +230,8 @@ def describe_event(event) -> str:
     head = f"{event.event_time:%H:%M:%S} {event.thread_id:<14} #{event.seq:<4} {kind:<20}"
     if kind == "status":
         m, o = d.windows.active.messages, d.windows.active.observations
-        return f"{head} messages {m.tokens}/{m.threshold}  observations {o.tokens}/{o.threshold}  gen {d.generation_count}"
+        return (f"{head} messages {m.tokens}/{m.threshold}  observations {o.tokens}/{o.threshold}  "
+                f"gen {d.generation_count}")
     if kind == "observation-start":
         return f"{head} {d.operation_type} of {d.tokens_to_observe} tokens"
     if kind == "observation-end":

@@ -22,10 +22,11 @@ only by a later event of the partition, otherwise the read times out and says it
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, NamedTuple
 
+from omstream.engine.fold import memory_key
 from omstream.schemas.codec import decode_input, encode
 from omstream.schemas.control import (
     ControlRecord,
@@ -38,7 +39,6 @@ from omstream.schemas.control import (
     TurnEnded,
 )
 from omstream.schemas.messages import Message
-from omstream.engine.fold import memory_key
 
 from .conversation import turns
 from .settings import Settings
@@ -113,18 +113,18 @@ class OmClient:
                            after_message_id: str | None = None) -> LogPosition:
         return await self.send_control(StepStarted(
             thread_id=thread_id, resource_id=resource_id, step_number=step_number, model=model,
-            at=at or datetime.now(timezone.utc), after_message_id=after_message_id))
+            at=at or datetime.now(UTC), after_message_id=after_message_id))
 
     async def turn_ended(self, thread_id: str, *, resource_id: str | None = None,
                          at: datetime | None = None, after_message_id: str | None = None) -> LogPosition:
         return await self.send_control(TurnEnded(thread_id=thread_id, resource_id=resource_id,
-                                      at=at or datetime.now(timezone.utc), after_message_id=after_message_id))
+                                      at=at or datetime.now(UTC), after_message_id=after_message_id))
 
     async def observe(self, thread_id: str, *, resource_id: str | None = None,
                       request_id: str | None = None) -> LogPosition:
         """Observe the thread's unobserved messages now (manual `observe()`)."""
         return await self.send_control(ObserveRequested(
-            thread_id=thread_id, resource_id=resource_id, at=datetime.now(timezone.utc),
+            thread_id=thread_id, resource_id=resource_id, at=datetime.now(UTC),
             request_id=request_id))
 
     async def set_title(self, thread_id: str, title: str | None = None, *, pinned: bool | None = None,
@@ -133,14 +133,14 @@ class OmClient:
         (`pinned=False` lets them again); `data-om-thread-update` says when the title changed."""
         return await self.send_control(ThreadPatched(
             thread_id=thread_id, resource_id=resource_id, title=title, title_pinned=pinned,
-            at=datetime.now(timezone.utc), request_id=request_id))
+            at=datetime.now(UTC), request_id=request_id))
 
     async def reflect(self, thread_id: str, *, prompt: str | None = None,
                       resource_id: str | None = None, request_id: str | None = None) -> LogPosition:
         """Reflect the thread's observations now, optionally guided by `prompt`."""
         return await self.send_control(ReflectRequested(
             thread_id=thread_id, resource_id=resource_id, prompt=prompt,
-            at=datetime.now(timezone.utc), request_id=request_id))
+            at=datetime.now(UTC), request_id=request_id))
 
     async def play(self, messages: Iterable[Message],
                    after_step: Callable[[int], Awaitable[None]] | None = None) -> list[LogPosition]:

@@ -29,6 +29,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from omstream.schemas.codec import DecodeFailure, decode_input, encode
+from omstream.schemas.errors import OmError
 from omstream.schemas.jobs import ModelResult
 
 from .conversation import ConversationRecord
@@ -45,7 +46,7 @@ SKIP_REASONS = ("other-memory", "undecodable", "model-result", "other-thread", "
 FOLDED_CODES = frozenset({"conflict"})
 
 
-class UnknownVersion(ValueError):
+class UnknownVersion(OmError, ValueError):
     """The version has no dead-letter topic in the namespace, so no worker ever folded it."""
 
 

@@ -70,7 +70,7 @@ class Limits:
     max_held: int = 10_000
 
     @classmethod
-    def from_settings(cls, settings: Any) -> "Limits":
+    def from_settings(cls, settings: Any) -> Limits:
         return cls(**{name: getattr(settings, name) for name in cls.__dataclass_fields__})
 
 

@@ -28,6 +28,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from omstream.schemas.errors import OmError
+
 from .processes import start_child, stop_child
 from .settings import LIVE, Settings
 from .topics import Topics, ensure_topics, partitions_of
@@ -36,7 +38,7 @@ from .versions import Registry, WorkerStats, read_registry, register, stats_path
 __all__ = ["Positions", "ReplayRefused", "choose_mode", "replay"]
 
 
-class ReplayRefused(ValueError):
+class ReplayRefused(OmError, ValueError):
     """The replay cannot start as asked (a user's fix)."""
 
 

@@ -44,6 +44,7 @@ import yaml
 
 from omstream.limits import Limits
 from omstream.schemas.config import OmConfig, OmConfigError, Problem, load_om_config
+from omstream.schemas.errors import OmError
 
 __all__ = ["LIVE", "Settings", "SettingsError", "env_problems", "file_problems", "load_settings",
            "read_config_file"]
@@ -128,7 +129,7 @@ class Settings:
         return f"omstream-{self.namespace}.v.{self.version}"
 
 
-class SettingsError(ValueError):
+class SettingsError(OmError, ValueError):
     """The settings cannot be used; `problems` has one `path: problem` line per mistake."""
 
     def __init__(self, problems: Iterable[Problem]) -> None:

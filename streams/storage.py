@@ -65,6 +65,7 @@ from omstream.engine.state import (
     PendingMessage,
     Seen,
 )
+from omstream.schemas.errors import OmError
 
 __all__ = ["SCHEMA_VERSION", "Memories", "Plan", "StateCache", "StateUnreadable", "StoredSeen", "TooLarge",
            "load_state", "part_keys", "plan_writes", "states_of"]
@@ -184,7 +185,7 @@ class Loaded:
     settled: bool = False
 
 
-class StateUnreadable(ValueError):
+class StateUnreadable(OmError, ValueError):
     """A stored core record this version cannot read (a newer schema, or damaged bytes)."""
 
 
@@ -240,7 +241,7 @@ def _item(read: Read, key: bytes, name: str, short: bytes, index: int) -> Any:
     return _READ_ITEM[name](value)
 
 
-class TooLarge(ValueError):
+class TooLarge(OmError, ValueError):
     """A record of the state would be larger than the broker accepts."""
 
 

@@ -2,8 +2,9 @@
 
 Every input of the fold is a record of one topic, `<ns>.log`, keyed by the memory key, so one
 partition owns a memory and the order in which the fold applies a memory's inputs is the log's.
-The output topics share its partition count (events and jobs are keyed the same way).  Creating them up front matters: a topic auto-created by a producer
-would get the broker's default partition count and break that co-partitioning.
+The output topics share its partition count (events and jobs are keyed the same way).  Creating
+them up front matters: a topic auto-created by a producer would get the broker's default
+partition count and break that co-partitioning.
 
 A namespace holds memory *versions* (`omstream.versions`): each has its own outputs (events,
 jobs, dead letters), consumer group and state table, and all of them fold the one input log.
@@ -19,6 +20,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from omstream.schemas.errors import OmError
+
 from .settings import LIVE, Settings
 
 __all__ = ["TopicLayoutError", "TopicSpec", "Topics", "ensure_topics", "memory_partition", "partitions_of",
@@ -29,7 +32,7 @@ WEEK = {"retention.ms": str(7 * 24 * 3600 * 1000)}
 COMPACT = {"cleanup.policy": "compact"}
 
 
-class TopicLayoutError(RuntimeError):
+class TopicLayoutError(OmError, RuntimeError):
     """Existing topics that do not match this configuration (a user's fix, not a bug)."""
 
 

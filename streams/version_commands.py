@@ -15,7 +15,7 @@ import difflib
 import shutil
 import sys
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -45,7 +45,7 @@ def _moment(text: str) -> datetime:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an ISO-8601 time (2026-11-01T00:00:00Z)") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 # --- replay -----------------------------------------------------------------------------------
@@ -177,7 +177,7 @@ async def _both(settings, a: str, b: str, thread: str):
 
 def _pairs(a: list[str], b: list[str]) -> list[tuple[str, str]]:
     pairs: list[tuple[str, str]] = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+    for _tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
         left, right = a[i1:i2], b[j1:j2]
         for k in range(max(len(left), len(right))):
             pairs.append((left[k] if k < len(left) else "", right[k] if k < len(right) else ""))

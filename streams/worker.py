@@ -53,8 +53,8 @@ import time
 from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from itertools import chain
-from datetime import datetime, timezone
 from typing import Any, get_args
 
 import faust
@@ -63,17 +63,18 @@ import orjson
 import rocksdict
 from faust.types import TP
 
-from omstream.schemas.codec import DecodeFailure, decode_input, decode_job, encode
-from omstream.schemas.control import ResourceDeleted
-from omstream.schemas.jobs import JobKind, ModelJob, ModelResult
-from omstream.schemas.messages import Message
+from omstream.engine.extraction import import_references
 from omstream.engine.fold import EngineConfig, addressed, fold, holds, memory_key, new_state
 from omstream.engine.state import MemoryState
+from omstream.models import local as local_models
 from omstream.models.cache import ResultCache, answer_from
 from omstream.models.calls import RetryPolicy, untimed, warm_up
-from omstream.models import local as local_models
-from omstream.engine.extraction import import_references
 from omstream.models.hooks import Hooks, run_job_with_hooks
+from omstream.schemas.codec import DecodeFailure, decode_input, decode_job, encode
+from omstream.schemas.control import ResourceDeleted
+from omstream.schemas.errors import OmError
+from omstream.schemas.jobs import JobKind, ModelJob, ModelResult
+from omstream.schemas.messages import Message
 
 from .backlog import Backlog, Intake
 from .limits import Limits, check_held, check_message, check_raw
@@ -120,7 +121,8 @@ async def until_done(what: str, attempt: Callable[[], Awaitable[None]], *, first
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - retried, and said so
-            log.error("could not %s; retrying in %.1f s", what, delay, extra={"error": f"{type(exc).__name__}: {exc}"[:300]})
+            log.error("could not %s; retrying in %.1f s", what, delay,
+                      extra={"error": f"{type(exc).__name__}: {exc}"[:300]})
             await asyncio.sleep(delay)
             delay = min(delay * 2, max_delay)
 
@@ -184,7 +186,7 @@ class Outcome:
     state: MemoryState | None = None
 
 
-class _Refused(Exception):
+class _Refused(OmError):
     """A record the fold agent dead-letters with `code` (raised inside `fold_record` only)."""
 
     def __init__(self, code: str, reason: str) -> None:
@@ -208,7 +210,7 @@ def _log_time_ms(message) -> int | None:
 
 def _log_time(message) -> datetime | None:
     ms = _log_time_ms(message)
-    return datetime.fromtimestamp(ms / 1000, timezone.utc) if ms is not None else None
+    return datetime.fromtimestamp(ms / 1000, UTC) if ms is not None else None
 
 
 def fold_record(ctx: FoldContext, message, memories: Memories) -> Outcome:
@@ -380,7 +382,7 @@ def _read_job_fields(raw: bytes | None) -> dict[str, Any] | None:
 def failed_result(fields: dict[str, Any], started: datetime, code: str, error: str) -> ModelResult:
     """A failed answer to a job (`fields` as `_read_job_fields` returns them)."""
     return ModelResult(**fields, ok=False, error=error[:2000], error_code=code, attempts=0,
-                       started_at=started, completed_at=datetime.now(timezone.utc))
+                       started_at=started, completed_at=datetime.now(UTC))
 
 
 def _job_fields(job: ModelJob) -> dict[str, Any]:
@@ -398,7 +400,7 @@ async def answer_job(raw: bytes | None, run: Callable[[ModelJob], Awaitable[Mode
     Returns the reason instead when the record names no memory key and cycle id, and None when
     `run` does (the answer is in the log already).
     """
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     try:
         job = decode_job(raw or b"")
     except ValueError as exc:
@@ -408,7 +410,7 @@ async def answer_job(raw: bytes | None, run: Callable[[ModelJob], Awaitable[Mode
         return failed_result(fields, started, "invalid-job", f"the model job could not be read: {exc}")
     try:
         return await asyncio.wait_for(run(job), deadline_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return failed_result(_job_fields(job), started, "deadline",
                              f"no answer within the job deadline ({deadline_s * 1000:.0f} ms)")
     except Exception as exc:  # noqa: BLE001 - every job gets an answer
@@ -702,7 +704,7 @@ def build_app(settings: Settings) -> faust.App:
                 # slower (it fights the event loop for the GIL), and `batch_max` bounds the stall.
                 records = fold_batch(context, batch, memories)
                 folded = time.perf_counter()
-                await until_done("send a batch's outputs", lambda: send_all(app, records))
+                await until_done("send a batch's outputs", lambda records=records: send_all(app, records))
                 sent = time.perf_counter()
                 writes, unsaved = memories.writes(), memories.stored()
                 # The next batch is folded and sent (from `unsaved`) while this one is stored;

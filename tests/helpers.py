@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from omstream.engine.fold import EngineConfig, fold, new_state
+from omstream.models.scripted import observe, reflect
 from omstream.schemas.config import load_om_config
 from omstream.schemas.jobs import ModelJob, ModelResult
 from omstream.schemas.messages import Message
-from omstream.engine.fold import EngineConfig, fold, new_state
-from omstream.models.scripted import observe, reflect
 
-T0 = datetime(2025, 3, 3, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike "
          "november oscar papa quebec romeo sierra tango uniform victor whiskey xray").split()
 

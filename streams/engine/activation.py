@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 __all__ = [
@@ -181,14 +181,14 @@ def is_stale_buffer_boundary(unobserved_tokens: int, last_buffered_at_tokens: in
 
 
 # --- when: §6.4 step 3 ------------------------------------------------------------------------
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def to_epoch_ms(value: datetime | int | float) -> int:
     """Event time as unix milliseconds; a naive datetime is taken as UTC."""
     if isinstance(value, datetime):
         if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
+            value = value.replace(tzinfo=UTC)
         return (value - _EPOCH) // timedelta(milliseconds=1)
     return int(value)
 

@@ -161,7 +161,8 @@ def client_token_estimate(part: Mapping[str, Any]) -> float | None:
     for entry in (cache, *cache.values()):
         if isinstance(entry, Mapping) and entry.get("source") == "client":
             tokens = entry.get("tokens")
-            if not isinstance(tokens, bool) and isinstance(tokens, int | float) and math.isfinite(tokens) and tokens >= 0:
+            if (not isinstance(tokens, bool) and isinstance(tokens, int | float) and math.isfinite(tokens)
+                    and tokens >= 0):
                 return tokens
     return None
 

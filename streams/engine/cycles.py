@@ -54,6 +54,7 @@ from omstream.schemas.events import (
 )
 from omstream.schemas.jobs import ChatMessage, ModelJob, ModelResult, request_hash
 
+from . import extraction
 from .activation import (
     Chunk,
     activation_trigger,
@@ -64,7 +65,6 @@ from .activation import (
     to_epoch_ms,
 )
 from .attachments import observer_user_content
-from . import extraction
 from .extraction import Extraction, Spec
 from .observations import CHUNK_SEPARATOR, append_observations
 from .parsing import ObserverOutput, is_degenerate, parse_observer_output

@@ -23,7 +23,7 @@ over like JavaScript's (`Feb 30` is `Mar 2`), and the result is midnight of that
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 
 __all__ = [
     "add_relative_time_to_observations",
@@ -40,7 +40,7 @@ _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct",
 
 
 def _aware(ts: datetime) -> datetime:
-    return ts if ts.tzinfo is not None else ts.replace(tzinfo=timezone.utc)
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
 
 
 def _whole_days(later: datetime, earlier: datetime) -> int:
@@ -109,7 +109,7 @@ def format_gap_between_dates(previous: datetime, current: datetime) -> str | Non
 
 
 def parse_month_day_year(month: str, day: int | str, year: int | str,
-                         zone: tzinfo = timezone.utc) -> datetime | None:
+                         zone: tzinfo = UTC) -> datetime | None:
     """Midnight (in `zone`) of `<month> <day>, <year>` as JavaScript's Date reads it; None if it
     is not a date (unknown month word, day outside 1-31, year 0)."""
     word = month.strip().lower()
@@ -135,7 +135,7 @@ _CROSS_MONTH = re.compile(r"([A-Z][a-z]+)\s+to\s+(?:early\s+)?([A-Z][a-z]+)\s+([
 _VAGUE_DAY = {"early": 7, "mid": 15, "late": 23}
 
 
-def parse_date_from_content(content: str, zone: tzinfo = timezone.utc) -> datetime | None:
+def parse_date_from_content(content: str, zone: tzinfo = UTC) -> datetime | None:
     """The date a `(meaning …)` / `(estimated …)` note refers to, or None.
 
     `May 30, 2023` (comma optional); `May 27-28, 2023` -> the first day; `early|mid|late May 2023`
@@ -180,7 +180,7 @@ def is_future_intent_observation(line: str) -> bool:
 _INLINE_DATE = re.compile(r"\((estimated|meaning)\s+([^)]+[0-9]{4})\)", re.IGNORECASE)
 
 
-def expand_inline_estimated_dates(observations: str, now: datetime, zone: tzinfo = timezone.utc) -> str:
+def expand_inline_estimated_dates(observations: str, now: datetime, zone: tzinfo = UTC) -> str:
     """`(meaning May 30, 2023)` -> `(meaning May 30, 2023 - 3 weeks ago)`; when that date has
     passed and the line before the note states an intent, `(… - 3 weeks ago, likely already
     happened)`.  Notes whose date cannot be read stay as they are."""
@@ -203,7 +203,7 @@ def expand_inline_estimated_dates(observations: str, now: datetime, zone: tzinfo
 _DATE_HEADER = re.compile(r"^(Date:\s*)([A-Z][a-z]+) ([0-9]{1,2}), ([0-9]{4})$", re.MULTILINE)
 
 
-def add_relative_time_to_observations(observations: str, now: datetime, zone: tzinfo = timezone.utc) -> str:
+def add_relative_time_to_observations(observations: str, now: datetime, zone: tzinfo = UTC) -> str:
     """The log as the actor reads it at `now`.
 
     1. inline `(meaning|estimated …)` notes get their relative time (`expand_inline_estimated_dates`);

@@ -52,7 +52,7 @@ class Seen(Mapping[str, str]):
     def __repr__(self) -> str:
         return f"Seen(base={len(self.base) if isinstance(self.base, dict) else '...'}, added={len(self.added)})"
 
-    def with_id(self, message_id: str, digest: str) -> "Seen":
+    def with_id(self, message_id: str, digest: str) -> Seen:
         added = {**self.added, message_id: digest}
         if len(added) > self._MERGE_AT and isinstance(self.base, dict):
             return Seen({**self.base, **added})

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 import orjson
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
 __all__ = [
@@ -79,7 +79,7 @@ _UTC_ZONES = frozenset({"UTC", "Etc/UTC", "Etc/UCT", "UCT", "Etc/Universal", "Un
 
 
 def _zone_label(local: datetime, zone: tzinfo) -> str:
-    key = getattr(zone, "key", None) or ("UTC" if zone is timezone.utc else None)
+    key = getattr(zone, "key", None) or ("UTC" if zone is UTC else None)
     if key in _UTC_ZONES:
         return "UTC"
     name = local.tzname() or ""
@@ -94,7 +94,7 @@ def _zone_label(local: datetime, zone: tzinfo) -> str:
     return f"GMT{sign}{hours}" + (f":{rest:02d}" if rest else "")
 
 
-def format_temporal_timestamp(at: datetime | int, zone: tzinfo = timezone.utc) -> str:
+def format_temporal_timestamp(at: datetime | int, zone: tzinfo = UTC) -> str:
     """`toLocaleString('en-US', {2-digit month/day, numeric year and hour, 12 h, short zone})`,
     e.g. `01/15/2026, 2:30 PM PST`.
 
@@ -113,8 +113,8 @@ def format_temporal_timestamp(at: datetime | int, zone: tzinfo = timezone.utc) -
 
 def _to_datetime(at: datetime | int) -> datetime:
     if isinstance(at, datetime):
-        return at if at.tzinfo is not None else at.replace(tzinfo=timezone.utc)
-    return datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=at)
+        return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=at)
 
 
 def is_temporal_marker(message_id: str) -> bool:
@@ -184,7 +184,7 @@ class TemporalGap:
 
 
 def plan_temporal_gap(
-    messages: Sequence[TimedMessage], latest_input_id: str, zone: tzinfo = timezone.utc
+    messages: Sequence[TimedMessage], latest_input_id: str, zone: tzinfo = UTC
 ) -> TemporalGap | None:
     """The marker to insert before the turn's latest input message, if any (spec §14).
 

@@ -32,7 +32,7 @@ import math
 import os
 import re
 from collections.abc import Mapping
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -176,7 +176,7 @@ class TiktokenCounter:
         return len(self._encoding.encode(text, disallowed_special=()))
 
 
-@lru_cache(maxsize=None)
+@cache
 def get_counter(name: str) -> Counter:
     """`tokenx`, `tiktoken` (o200k_base) or `tiktoken:<encoding>`."""
     if name == "tokenx":

@@ -45,7 +45,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import orjson
@@ -387,7 +387,7 @@ def _result(job: ModelJob, started: datetime, *, ok: bool, model: str, attempts:
         error=error if error is not None else (failure.error if failure else None),
         error_code=failure.code if failure else None, error_status=failure.status if failure else None,
         model=model, attempts=attempts, usage=usage, provider_metadata=metadata,
-        started_at=started, completed_at=datetime.now(timezone.utc),
+        started_at=started, completed_at=datetime.now(UTC),
         version=job.version, config_digest=job.config_digest,
     )
 
@@ -439,7 +439,7 @@ async def run_job(job: ModelJob, policy: RetryPolicy = RetryPolicy(), *,
     error of every model tried, and the code and status of the last)."""
     litellm = _litellm()
     rng = rng or random.Random()
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     messages = [m.wire() for m in job.messages]
     retries = _retries(job, policy)
     candidates = [litellm_model_name(job.model)]

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from omstream.schemas.errors import OmError
+
 __all__ = [
     "LOCAL_MODELS",
     "LocalModel",
@@ -128,7 +130,7 @@ def model_dir() -> Path:
     return Path(base) / "omstream" / "models"
 
 
-class LocalModelMissing(RuntimeError):
+class LocalModelMissing(OmError, RuntimeError):
     """The weights are not installed (a permanent error: `om model install` fixes it)."""
 
 

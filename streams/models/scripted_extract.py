@@ -3,8 +3,9 @@
 * **Inline sections.**  When the system prompt asks for extra sections (`=== EXTRA SECTIONS
   ===`, then `<slug>` blocks holding each extractor's instructions), the scripted Observer or
   Reflector appends one `<slug>` section per block: `thread-title` keeps the prior title the
-  prompt shows, else takes the first six words of the first user line; any other slug the latest user line that shares a word of four
-  letters or more with its instructions (else the latest user line), at most twenty words.
+  prompt shows, else takes the first six words of the first user line; any other slug the latest
+  user line that shares a word of four letters or more with its instructions (else the latest
+  user line), at most twenty words.
 * **Structured follow-ups.**  A request with a JSON-schema `response_format` is answered with
   a JSON object built from the schema: strings take the same line as above, numbers the
   count of user lines, booleans `true`, arrays one item, objects every property, an `enum`

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 
-import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from omstream.projections.feed import ProjectionFeed
@@ -140,7 +139,7 @@ class EventWatcher:
         self.events: list = []
         self._consumer = None
 
-    async def __aenter__(self) -> "EventWatcher":
+    async def __aenter__(self) -> EventWatcher:
         topic = Topics(self.settings.namespace).events
         layout = await partitions_of(self.settings.bootstrap, [topic])
         deadline = time.monotonic() + 30

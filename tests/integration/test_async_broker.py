@@ -9,9 +9,9 @@ import asyncio
 
 import pytest
 
-from omstream.schemas.config import load_om_config
 from omstream.client import OmClient
 from omstream.conversation import read_conversation
+from omstream.schemas.config import load_om_config
 from omstream.simulation import format_timeline, simulate
 from tests.integration.support import EventWatcher
 from tests.scenarios.test_long_thread import SCENARIO

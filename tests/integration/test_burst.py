@@ -160,7 +160,7 @@ class Collector:
             self.changed.clear()
             try:
                 await asyncio.wait_for(self.changed.wait(), min(left, 0.5))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
 
@@ -285,7 +285,7 @@ def test_burst_on_one_thread_keeps_the_worker_and_the_other_threads(new_env):
                 ticker = asyncio.create_task(tick(watch, burst_started))
                 try:
                     await asyncio.wait_for(produce_burst(burst_client, watch), BURST_DEADLINE_S)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     raise AssertionError(f"the burst was not folded in {BURST_DEADLINE_S} s: {progress(watch)}\n"
                                          f"{worker.tail(4000)}") from None
                 finally:

@@ -152,7 +152,7 @@ class Producer:
                 position = await asyncio.wait_for(send(), 60)
                 self.records += 1
                 return position
-            except (KafkaError, OSError, asyncio.TimeoutError):
+            except (TimeoutError, KafkaError, OSError):
                 self.retries += 1
                 await asyncio.sleep(0.5)
 
@@ -563,7 +563,7 @@ async def _scenario(calm: Env, chaos_env: Env, own: Broker, msgs, started: float
                 quiet_since, seen = time.monotonic(), count
             stalled = time.monotonic() - quiet_since > STALL and all(p.rounds == PER_THREAD for p in producers.values())
             if time.monotonic() > deadline or stalled:
-                unsettled = (f"{'stalled: no event for %.0fs' % STALL if stalled else 'deadline passed'} "
+                unsettled = (f"{f'stalled: no event for {STALL:.0f}s' if stalled else 'deadline passed'} "
                              f"at {time.monotonic() - started:.0f}s, kills={len(chaos.kills)}, broker restarted="
                              f"{chaos.broker_outage is not None}; calm: {watchers['calm'].missing(producers['calm'])}; "
                              f"chaos: {watchers['chaos'].missing(producers['chaos'])}")

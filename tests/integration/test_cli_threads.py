@@ -1,7 +1,7 @@
 """`om observe` / `om reflect` only for a thread the log knows (no worker needed: the log decides)."""
 
 import asyncio
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import orjson
 import pytest
@@ -46,7 +46,7 @@ def test_commands_for_an_unknown_thread_say_so(new_env, capsys):
         "message", "message", "observe-requested", "reflect-requested"]  # refused commands: none
 
     # a deleted thread is unknown again, until an agent writes to it anew
-    asyncio.run(send(ThreadDeleted(thread_id="alpha", at=datetime.now(timezone.utc))))
+    asyncio.run(send(ThreadDeleted(thread_id="alpha", at=datetime.now(UTC))))
     assert om(env, "observe", "alpha") == 1 and "unknown thread 'alpha'" in capsys.readouterr().err
     assert asyncio.run(known_thread(env.settings, "beta"))
     asyncio.run(send(message(2, thread="alpha")))

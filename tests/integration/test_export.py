@@ -15,7 +15,7 @@ import asyncio
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
@@ -79,7 +79,7 @@ def extras(n: int) -> list:
         3: [Message(id="A-1-1", thread_id="A", resource_id="u1", role="assistant", content="other words",
                     created_at=at)],
         4: [Message(id="A-future", thread_id="A", resource_id="u1", role="user", content="from tomorrow",
-                    created_at=datetime.now(timezone.utc) + timedelta(days=1))],
+                    created_at=datetime.now(UTC) + timedelta(days=1))],
         5: [b"{not json"],
     }.get(n, [])
 

@@ -9,7 +9,7 @@ cycle at the job deadline and the memory goes on with the messages it held.
 
 import asyncio
 import base64
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
@@ -45,7 +45,7 @@ def test_bad_records_are_dead_lettered_with_their_code_and_valid_ones_fold_once(
     long_part = orjson.dumps({**orjson.loads(body), "id": "lim-long", "content": "y" * 100_001})
     parts = orjson.dumps({**orjson.loads(body), "id": "lim-parts",
                           "content": [{"type": "text", "text": "p"}] * 201})
-    ahead = datetime.now(timezone.utc) + timedelta(days=1)
+    ahead = datetime.now(UTC) + timedelta(days=1)
     future = orjson.dumps({**orjson.loads(body), "id": "lim-future",
                            "createdAt": ahead.isoformat().replace("+00:00", "Z")})
     bad = {"too-deep": deep, "too-large": large, "text-too-long": long_part,

@@ -12,7 +12,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
@@ -23,7 +23,6 @@ from omstream.processes import start_child, stop_child
 from omstream.schemas.codec import encode
 from omstream.schemas.control import StepStarted
 from omstream.schemas.jobs import ModelResult
-from omstream.schemas.messages import Message
 from omstream.topics import Topics
 from tests.helpers import text_of
 from tests.integration.support import read_all
@@ -54,7 +53,7 @@ class Traffic:
 
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
-        self.base = datetime.now(timezone.utc) - timedelta(hours=1)
+        self.base = datetime.now(UTC) - timedelta(hours=1)
         self.records: list[tuple[bytes, bytes, bool]] = []
         self.valid: dict[str, list[str]] = {t: [] for t in THREADS}
         self.kinds: dict[str, int] = {}
@@ -109,7 +108,7 @@ class Traffic:
             self.add("record too large", thread, orjson.dumps(body), bad=True)
         elif kind == 8:
             ahead = timedelta(minutes=rng.choice([6, 60, 60 * 24 * 365]))
-            body = self.message(thread, createdAt=(datetime.now(timezone.utc) + ahead).isoformat())
+            body = self.message(thread, createdAt=(datetime.now(UTC) + ahead).isoformat())
             self.add("far-future time", thread, orjson.dumps(body), bad=True)
         elif kind == 9:
             forged = ModelResult(kind="observe", cycle_id=f"thread:{thread}#{rng.randint(1, 5)}",

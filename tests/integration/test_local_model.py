@@ -9,7 +9,7 @@ package index, 1.1 GB, checked against their sha256), as `.ci/run` does before t
 import asyncio
 import re
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -21,7 +21,7 @@ from tests.integration.support import EventWatcher
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
-T0 = datetime(2026, 3, 14, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 14, 9, 0, tzinfo=UTC)
 SAID = [
     ("user", "Hi! I'm Maya. I just moved to Porto for a job at a bakery, and I'm allergic to peanuts."),
     ("assistant", "Welcome to Porto, Maya! Congratulations on the bakery job. I'll keep the peanut "

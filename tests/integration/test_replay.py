@@ -26,7 +26,7 @@ import sys
 import time
 from collections import defaultdict
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import orjson
 import pytest
@@ -182,7 +182,7 @@ def test_replay_follows_the_live_memory_and_settles_a_new_configuration(new_env)
     # 4 and 5: a replay killed at about half and run again ends as the uninterrupted one did,
     # and the live version keeps folding and answering meanwhile.
     again = replace(new, version="again")
-    before_during = datetime.now(timezone.utc)
+    before_during = datetime.now(UTC)
     server = Server(live, env.root / "web.log")
     try:
         asyncio.run(server.ready())

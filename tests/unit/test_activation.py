@@ -1,6 +1,6 @@
 """Activation: the §6.4 worked example, §15 item 2 boundaries, §15 item 5 idle TTLs, provider change."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -102,7 +102,7 @@ def test_stale_buffer_boundary():
 
 
 # --- §6.4 step 3: triggers -------------------------------------------------------------------
-T0 = datetime(2026, 1, 15, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
 
 
 def test_trigger_priority_provider_then_ttl_then_threshold():

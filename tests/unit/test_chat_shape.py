@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 import os
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -34,7 +34,7 @@ from omstream.projections.chat import NO_RESULT, chat_messages  # noqa: E402
 from omstream.projections.context import CONTINUATION, ThreadView, context_messages  # noqa: E402
 from omstream.schemas.messages import Message  # noqa: E402
 
-T0 = datetime(2025, 3, 3, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 PDF = "JVBERi0xLjQKJcOkw7zDtsOfCjIgMCBvYmoK"
 

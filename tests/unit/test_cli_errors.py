@@ -3,7 +3,6 @@
 import asyncio
 import socket
 import time
-from pathlib import Path
 
 import pytest
 
@@ -186,8 +185,8 @@ async def test_serve_announces_itself_only_once_bound(monkeypatch):
 
 def test_unknown_thread_reason():
     from omstream.cli import unknown_thread
-    from omstream.settings import Settings
     from omstream.schemas.config import OmConfig
+    from omstream.settings import Settings
 
     thread_scope = Settings(namespace="n")
     assert unknown_thread(thread_scope, "t9", None) == (

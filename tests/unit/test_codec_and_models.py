@@ -1,9 +1,9 @@
 import orjson
 
-from omstream.schemas.codec import DecodeFailure, decode_input, encode
-from omstream.schemas.messages import Message
 from omstream.models.calls import is_transient, litellm_model_name
 from omstream.models.scripted import observe
+from omstream.schemas.codec import DecodeFailure, decode_input, encode
+from omstream.schemas.messages import Message
 from tests.helpers import message
 
 

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from omstream.cli import main
 from omstream.schemas.config import (
     DEFAULT_MODEL,
     ContinuationHints,
@@ -25,7 +26,6 @@ from omstream.schemas.config import (
     slugify,
 )
 from omstream.schemas.durations import parse_activate_after_idle, parse_duration_ms
-from omstream.cli import main
 
 MIN = 60_000
 HOUR = 60 * MIN

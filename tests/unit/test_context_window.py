@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
 
+from omstream.engine.fold import fold, new_state
+from omstream.engine.observations import append_observations
 from omstream.projections.context import (
     CONTINUATION,
     CONTINUATION_HINT,
@@ -25,11 +27,9 @@ from omstream.projections.context import (
 )
 from omstream.schemas.control import ThreadDeleted
 from omstream.schemas.messages import Message
-from omstream.engine.fold import fold, new_state
-from omstream.engine.observations import append_observations
 from tests.helpers import T0, engine, scripted_result, text_of
 
-NOW = datetime(2025, 6, 15, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2025, 6, 15, 12, 0, tzinfo=UTC)
 SNAPSHOT_KEYS = {"threadId", "memoryKey", "generation", "cursor", "blocked", "now", "observations",
                  "currentTask", "suggestedResponse", "extractedValues", "title", "workingMemory", "cycles",
                  "lastFailure", "observedMessageIds", "messages", "chat"}
@@ -183,12 +183,12 @@ def test_header_dates_are_read_in_the_projection_time_zone():
     projection = ContextProjection(time_zone="America/Los_Angeles")
     view = projection.view("t1")
     view.observations = "Date: Jun 14, 2025\n* x"
-    view.saw(datetime(2025, 6, 15, 6, 30, tzinfo=timezone.utc))  # 23:30 on the 14th in Los Angeles
+    view.saw(datetime(2025, 6, 15, 6, 30, tzinfo=UTC))  # 23:30 on the 14th in Los Angeles
     assert context_messages(view)[2]["content"] == "Date: Jun 14, 2025 (today)\n* x"
     assert context_messages(view, time_zone="UTC")[2]["content"] == "Date: Jun 14, 2025 (yesterday)\n* x"
     assert context_messages(view, time_zone=ZoneInfo("Asia/Tokyo"))[2]["content"] == \
         "Date: Jun 14, 2025 (yesterday)\n* x"
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 - zoneinfo raises its own error type
         ContextProjection(time_zone="Mars/Olympus")
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ast
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -19,7 +19,7 @@ from omstream.engine.dates import (
     parse_month_day_year,
 )
 
-NOW = datetime(2025, 6, 15, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2025, 6, 15, 12, 0, tzinfo=UTC)
 
 
 def days(n: float, base: datetime = NOW) -> datetime:
@@ -75,7 +75,7 @@ def test_relative_time_counts_whole_days_floored_like_the_original():
 def test_relative_time_compares_instants_across_zones():
     tokyo_midnight = datetime(2025, 6, 16, 0, 0, tzinfo=ZoneInfo("Asia/Tokyo"))  # 15:00 UTC on the 15th
     assert format_relative_time(tokyo_midnight, NOW) == "tomorrow"
-    assert format_relative_time(datetime(2025, 6, 15, 0, 0, tzinfo=timezone.utc), NOW) == "today"
+    assert format_relative_time(datetime(2025, 6, 15, 0, 0, tzinfo=UTC), NOW) == "today"
 
 
 # --- gaps between date groups ------------------------------------------------------------------
@@ -88,13 +88,13 @@ def test_relative_time_compares_instants_across_zones():
     (60, "[2 months later]"), (90, "[3 months later]"), (180, "[6 months later]"), (400, "[13 months later]"),
 ])
 def test_gap_between_dates(gap, expected):
-    base = datetime(2025, 6, 1, 12, 0, tzinfo=timezone.utc)
+    base = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
     assert format_gap_between_dates(base, days(gap, base)) == expected
 
 
 def test_spec_quoted_gaps():
     """§15 item 11: 25 d → `[3 weeks later]`, 90 d → `[3 months later]`."""
-    base = datetime(2025, 6, 1, tzinfo=timezone.utc)
+    base = datetime(2025, 6, 1, tzinfo=UTC)
     assert format_gap_between_dates(base, days(25, base)) == "[3 weeks later]"
     assert format_gap_between_dates(base, days(90, base)) == "[3 months later]"
 
@@ -118,7 +118,7 @@ def test_spec_quoted_gaps():
 def test_parse_date_from_content(content, expected):
     parsed = parse_date_from_content(content)
     assert parsed is not None and parsed.date() == expected
-    assert (parsed.hour, parsed.minute, parsed.tzinfo) == (0, 0, timezone.utc)
+    assert (parsed.hour, parsed.minute, parsed.tzinfo) == (0, 0, UTC)
 
 
 @pytest.mark.parametrize("content", ["sometime soon", "next week", "", "Foo 30, 2023", "May 32, 2023",
@@ -131,8 +131,8 @@ def test_dates_are_midnight_in_the_given_zone():
     zone = ZoneInfo("America/New_York")
     parsed = parse_date_from_content("late April 2023", zone)
     assert parsed == datetime(2023, 4, 23, tzinfo=zone)
-    assert parsed.astimezone(timezone.utc) == datetime(2023, 4, 23, 4, tzinfo=timezone.utc)
-    assert parse_month_day_year("Mar", 3, 2025) == datetime(2025, 3, 3, tzinfo=timezone.utc)
+    assert parsed.astimezone(UTC) == datetime(2023, 4, 23, 4, tzinfo=UTC)
+    assert parse_month_day_year("Mar", 3, 2025) == datetime(2025, 3, 3, tzinfo=UTC)
     assert parse_month_day_year("Ma", 3, 2025) is None
 
 
@@ -157,7 +157,7 @@ def test_other_lines_have_no_future_intent(line):
 
 # --- inline (meaning|estimated …) notes --------------------------------------------------------
 def test_spec_example_meaning_three_weeks_ago():
-    now = datetime(2023, 6, 20, 12, 0, tzinfo=timezone.utc)
+    now = datetime(2023, 6, 20, 12, 0, tzinfo=UTC)
     assert expand_inline_estimated_dates("* Moved flat (meaning May 30, 2023)", now) == \
         "* Moved flat (meaning May 30, 2023 - 3 weeks ago)"
 
@@ -245,7 +245,7 @@ def test_without_headers_only_inline_notes_change():
 
 def test_header_dates_are_read_in_the_configured_zone():
     # 23:30 on June 14 in Los Angeles is 06:30 UTC on the 15th: "Date: June 14" is still today there.
-    now = datetime(2025, 6, 15, 6, 30, tzinfo=timezone.utc)
+    now = datetime(2025, 6, 15, 6, 30, tzinfo=UTC)
     assert add_relative_time_to_observations("Date: June 14, 2025", now, ZoneInfo("America/Los_Angeles")) \
         == "Date: June 14, 2025 (today)"
     assert add_relative_time_to_observations("Date: June 14, 2025", now) == "Date: June 14, 2025 (yesterday)"

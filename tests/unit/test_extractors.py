@@ -4,7 +4,6 @@ paths, hooks, failures, the thread title, and what the read side sees."""
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 
 import pytest
 from pydantic import BaseModel

@@ -4,8 +4,8 @@ import ast
 from datetime import timedelta
 from pathlib import Path
 
-from omstream.schemas.control import StepStarted
 from omstream.engine.fold import fold, new_state
+from omstream.schemas.control import StepStarted
 from tests.helpers import T0, engine, fold_inputs, message, scripted_result
 
 KEY = "thread:t1"

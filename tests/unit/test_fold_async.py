@@ -2,9 +2,9 @@
 
 from datetime import timedelta
 
+from omstream.engine.fold import fold, new_state
 from omstream.schemas.control import StepStarted, TurnEnded
 from omstream.schemas.messages import Message
-from omstream.engine.fold import fold, new_state
 from tests.helpers import T0, engine, message, scripted_result
 
 

@@ -1,7 +1,7 @@
 """Commands on `<ns>.log`: overrides, thread patches, deletion, idempotent request ids."""
 
-from omstream.schemas.control import ConfigOverridden, ThreadDeleted, ThreadPatched
 from omstream.engine.fold import fold, new_state
+from omstream.schemas.control import ConfigOverridden, ThreadDeleted, ThreadPatched
 from tests.helpers import T0, engine, message
 
 

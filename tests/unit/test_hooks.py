@@ -3,15 +3,15 @@
 import asyncio
 import logging
 import random
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
-from omstream.schemas.config import load_om_config
-from omstream.schemas.jobs import ChatMessage, ModelJob, request_hash
 from omstream.models.calls import RetryPolicy
 from omstream.models.hooks import Hooks, end_payload, run_job_with_hooks, start_payload
 from omstream.models.scripted import reset_failures
+from omstream.schemas.config import load_om_config
+from omstream.schemas.jobs import ChatMessage, ModelJob, request_hash
 
 CALLS: list[tuple[str, dict]] = []
 
@@ -34,7 +34,7 @@ def job(kind: str = "observe", *, model: str = "scripted/observer", settings: di
     return ModelJob(kind=kind, cycle_id=f"c-{kind}", memory_key=memory_key, thread_id="t1",
                     generation=0, model=model, messages=messages, settings=settings,
                     request_hash=request_hash(model, messages, settings), trigger=trigger,
-                    created_at=datetime(2025, 3, 3, tzinfo=timezone.utc))
+                    created_at=datetime(2025, 3, 3, tzinfo=UTC))
 
 
 async def no_sleep(_seconds: float) -> None:

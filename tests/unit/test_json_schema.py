@@ -14,13 +14,13 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 
+from omstream.cli import main
 from omstream.schemas.base import SCHEMA_VERSION
 from omstream.schemas.codec import INPUT_TYPES, DecodeFailure, decode_event, decode_input, decode_job
 from omstream.schemas.events import EVENT_TYPES, EventEnvelope
 from omstream.schemas.jobs import ModelJob, ModelResult
 from omstream.schemas.jsonschema import DEFAULT_DIR, INDEX, export_schemas, render_schemas
 from omstream.schemas.messages import Message
-from omstream.cli import main
 from tests.unit.test_wire_roundtrip import CONTROL_CLASSES, wire_instances
 
 T = "2025-03-03T09:00:00Z"

@@ -12,9 +12,9 @@ from datetime import timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from omstream.schemas.control import StepStarted
 from omstream.engine.fold import fold, new_state
 from omstream.engine.tokens import count_message, count_messages
+from omstream.schemas.control import StepStarted
 from tests.helpers import engine, message, scripted_result
 
 # Small windows so that a short random conversation crosses every threshold.

@@ -1,6 +1,6 @@
 """The input limits (omstream.limits): pure checks on raw bytes and decoded messages."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import orjson
 from hypothesis import given, settings
@@ -11,7 +11,7 @@ from omstream.schemas.messages import Message
 from omstream.settings import Settings
 
 LIMITS = Limits()
-T = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+T = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 T_MS = round(T.timestamp() * 1000)
 
 

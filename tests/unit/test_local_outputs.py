@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter, defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -191,7 +191,7 @@ def _long_thread(indices: range) -> str:
             (ROOT / "tests/fixtures/scenarios/long-thread/conversation.jsonl").read_text().splitlines()]
     return render_transcript(
         TranscriptLine(datetime.fromisoformat(rows[i]["createdAt"].replace("Z", "+00:00"))
-                       .astimezone(timezone.utc), rows[i]["role"].capitalize(), rows[i]["content"])
+                       .astimezone(UTC), rows[i]["role"].capitalize(), rows[i]["content"])
         for i in indices)
 
 
@@ -334,7 +334,7 @@ def test_previous_observations_written_again_are_dropped():
     previous = "Date: May 2, 2026\n* 🔴 (18:00) User plans a ten-day trip\n* 🟡 (18:00) Said ok"
     raw = ("<observations>\nDate: May 2, 2026\n* 🔴 (18:03) User plans a ten-day trip\n"
            "* 🟡 (18:03) Said ok\n* 🔴 (18:03) User's sister Claire joins from Orange\n</observations>")
-    parsed, kinds, outcome = parse_observer_output(raw, previous), None, parse_outcome(raw, previous)
+    parsed, outcome = parse_observer_output(raw, previous), parse_outcome(raw, previous)
     assert outcome == "recovered" and parsed.recovered == ("repeated-lines",)
     # short contents may be said twice ("Said ok")
     assert parsed.observations.split("\n")[1:] == [

@@ -7,11 +7,10 @@ Failures are injected by the scripted provider's test-only settings (`failWith`,
 import asyncio
 import logging
 import random
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
-from omstream.schemas.jobs import ChatMessage, ModelJob, request_hash
 from omstream.engine.parsing import is_degenerate, parse_observer_output
 from omstream.models.calls import (
     RetryPolicy,
@@ -22,6 +21,7 @@ from omstream.models.calls import (
     translate_settings,
 )
 from omstream.models.scripted import reset_failures
+from omstream.schemas.jobs import ChatMessage, ModelJob, request_hash
 from omstream.settings import Settings
 
 
@@ -36,7 +36,7 @@ def job(model: str, settings: dict | None = None, *, fallbacks: tuple[str, ...] 
                     provider_options=provider_options,
                     request_hash=request_hash(model, messages, settings, provider_options=provider_options,
                                               fallbacks=fallbacks),
-                    created_at=datetime(2025, 3, 3, tzinfo=timezone.utc))
+                    created_at=datetime(2025, 3, 3, tzinfo=UTC))
 
 
 class FakeSleep:

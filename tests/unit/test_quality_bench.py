@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -166,11 +166,11 @@ def test_stratified_sample_is_deterministic_and_stratified():
 
 # --- dates, evidence, loading -------------------------------------------------------------------------
 @pytest.mark.parametrize("text, expected", [
-    ("1:56 pm on 8 May, 2023", datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)),
-    ("12:09 am on 13 September, 2023", datetime(2023, 9, 13, 0, 9, tzinfo=timezone.utc)),
-    ("12:30 pm on 1 January, 2024", datetime(2024, 1, 1, 12, 30, tzinfo=timezone.utc)),
-    ("10:37 am on 27 June, 2023", datetime(2023, 6, 27, 10, 37, tzinfo=timezone.utc)),
-    ("7:40 PM on 15 Apr 2024", datetime(2024, 4, 15, 19, 40, tzinfo=timezone.utc)),
+    ("1:56 pm on 8 May, 2023", datetime(2023, 5, 8, 13, 56, tzinfo=UTC)),
+    ("12:09 am on 13 September, 2023", datetime(2023, 9, 13, 0, 9, tzinfo=UTC)),
+    ("12:30 pm on 1 January, 2024", datetime(2024, 1, 1, 12, 30, tzinfo=UTC)),
+    ("10:37 am on 27 June, 2023", datetime(2023, 6, 27, 10, 37, tzinfo=UTC)),
+    ("7:40 PM on 15 Apr 2024", datetime(2024, 4, 15, 19, 40, tzinfo=UTC)),
 ])
 def test_session_dates(text, expected):
     assert locomo.parse_session_date(text) == expected
@@ -191,7 +191,7 @@ def test_loading_a_locomo_shaped_file(synthetic):
     [conv] = locomo.load(synthetic)
     assert (conv.sample_id, conv.speaker_a, conv.speaker_b) == ("synthetic-1", "Ada", "Bo")
     assert [s.number for s in conv.sessions] == [1, 2]  # an empty session is left out
-    assert conv.sessions[1].at == datetime(2024, 4, 15, 19, 40, tzinfo=timezone.utc)
+    assert conv.sessions[1].at == datetime(2024, 4, 15, 19, 40, tzinfo=UTC)
     assert conv.sessions[0].turns[1].content() == "Lovely! Look at my garden. [shares a photo: a photo of tulips in a garden]"
     answers = {q.question: q.answer for q in conv.qa}
     assert answers["What is Bo's cat called?"] == "Pixel"  # adversarial_answer

@@ -1,7 +1,7 @@
 """Startup logs without false alarms; a failed model call is a WARNING with its error code."""
 
 import logging
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from aiokafka.errors import GroupCoordinatorNotAvailableError, NotCoordinatorForGroupError
 
@@ -44,7 +44,7 @@ def test_the_worker_and_web_logging_config_filters_that_logger():
 def _result(ok: bool):
     from omstream.schemas.jobs import ModelResult
 
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     common = {"kind": "observe", "cycle_id": "c1", "memory_key": "thread:t1", "thread_id": "t1",
               "request_hash": "h"}
     failure = {} if ok else {"error": "RateLimitError: slow down", "error_code": "rate-limited",

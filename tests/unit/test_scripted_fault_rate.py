@@ -5,7 +5,7 @@ request, the same ones in every run and every process, each once before it answe
 import asyncio
 import random
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -30,7 +30,7 @@ def job(messages: list[dict[str, str]], settings: dict, model: str = OBSERVER,
     return ModelJob(kind=kind, cycle_id="c1", memory_key="thread:t", thread_id="t", generation=0,
                     model=model, messages=chat, settings=settings,
                     request_hash=request_hash(model, chat, settings),
-                    created_at=datetime(2025, 3, 3, tzinfo=timezone.utc))
+                    created_at=datetime(2025, 3, 3, tzinfo=UTC))
 
 
 async def _no_sleep(_seconds: float) -> None:

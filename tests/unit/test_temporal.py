@@ -1,13 +1,11 @@
 """Temporal gap markers (spec §14)."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
 
 from omstream.engine.fold import fold, new_state
-from omstream.models.scripted import observe
-from omstream.schemas.control import ObserveRequested
 from omstream.engine.temporal import (
     TimedMessage,
     format_temporal_gap,
@@ -16,6 +14,8 @@ from omstream.engine.temporal import (
     plan_temporal_gap,
     temporal_marker_id,
 )
+from omstream.models.scripted import observe
+from omstream.schemas.control import ObserveRequested
 from tests.helpers import T0, engine, message
 
 MIN = 60_000
@@ -62,18 +62,18 @@ def test_two_unit_wording(gap, text):
 
 # --- timestamps ---------------------------------------------------------------------------------
 def test_timestamp_format_of_the_spec():
-    at = datetime(2026, 1, 15, 22, 30, tzinfo=timezone.utc)
+    at = datetime(2026, 1, 15, 22, 30, tzinfo=UTC)
     assert format_temporal_timestamp(at, ZoneInfo("America/Los_Angeles")) == "01/15/2026, 2:30 PM PST"
 
 
 @pytest.mark.parametrize(("at", "zone", "text"), [
-    (datetime(2025, 1, 1, 8, 50, tzinfo=timezone.utc), timezone.utc, "01/01/2025, 8:50 AM UTC"),
-    (datetime(2025, 1, 1, 0, 5, tzinfo=timezone.utc), ZoneInfo("UTC"), "01/01/2025, 12:05 AM UTC"),
-    (datetime(2025, 7, 4, 12, 0, tzinfo=timezone.utc), ZoneInfo("America/New_York"), "07/04/2025, 8:00 AM EDT"),
-    (datetime(2025, 1, 1, 12, 0, tzinfo=timezone.utc), ZoneInfo("Europe/Berlin"), "01/01/2025, 1:00 PM GMT+1"),
-    (datetime(2025, 1, 1, 12, 0, tzinfo=timezone.utc), ZoneInfo("Asia/Kolkata"), "01/01/2025, 5:30 PM GMT+5:30"),
-    (datetime(2025, 1, 1, 12, 0, tzinfo=timezone.utc), ZoneInfo("Asia/Shanghai"), "01/01/2025, 8:00 PM GMT+8"),
-    (datetime(2025, 1, 1, 12, 0, tzinfo=timezone.utc), ZoneInfo("Europe/London"), "01/01/2025, 12:00 PM GMT"),
+    (datetime(2025, 1, 1, 8, 50, tzinfo=UTC), UTC, "01/01/2025, 8:50 AM UTC"),
+    (datetime(2025, 1, 1, 0, 5, tzinfo=UTC), ZoneInfo("UTC"), "01/01/2025, 12:05 AM UTC"),
+    (datetime(2025, 7, 4, 12, 0, tzinfo=UTC), ZoneInfo("America/New_York"), "07/04/2025, 8:00 AM EDT"),
+    (datetime(2025, 1, 1, 12, 0, tzinfo=UTC), ZoneInfo("Europe/Berlin"), "01/01/2025, 1:00 PM GMT+1"),
+    (datetime(2025, 1, 1, 12, 0, tzinfo=UTC), ZoneInfo("Asia/Kolkata"), "01/01/2025, 5:30 PM GMT+5:30"),
+    (datetime(2025, 1, 1, 12, 0, tzinfo=UTC), ZoneInfo("Asia/Shanghai"), "01/01/2025, 8:00 PM GMT+8"),
+    (datetime(2025, 1, 1, 12, 0, tzinfo=UTC), ZoneInfo("Europe/London"), "01/01/2025, 12:00 PM GMT"),
 ])
 def test_timestamp_zones(at, zone, text):
     assert format_temporal_timestamp(at, zone) == text

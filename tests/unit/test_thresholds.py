@@ -2,13 +2,6 @@
 
 import pytest
 
-from omstream.schemas.config import (
-    load_om_config,
-    resolve_activation_ratio,
-    resolve_block_after,
-    resolve_buffer_tokens,
-    resolve_retention_floor,
-)
 from omstream.engine.thresholds import (
     BufferCandidate,
     ThresholdRange,
@@ -26,6 +19,13 @@ from omstream.engine.thresholds import (
     safe_buffer_prefix,
     should_trigger_buffer,
     status_windows,
+)
+from omstream.schemas.config import (
+    load_om_config,
+    resolve_activation_ratio,
+    resolve_block_after,
+    resolve_buffer_tokens,
+    resolve_retention_floor,
 )
 
 RANGE = ThresholdRange(30_000, 70_000)

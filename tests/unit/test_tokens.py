@@ -6,7 +6,6 @@ import zlib
 
 import pytest
 
-from omstream.schemas.messages import Message
 from omstream.engine.attachments import (
     file_tokens_from_bytes,
     image_dimensions,
@@ -15,6 +14,7 @@ from omstream.engine.attachments import (
     model_context,
 )
 from omstream.engine.tokens import TokenxCounter, count_message, count_messages, get_counter, js_json
+from omstream.schemas.messages import Message
 from tests.helpers import LONG_THREAD
 
 SCENARIO = LONG_THREAD / "conversation.jsonl"

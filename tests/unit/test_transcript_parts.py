@@ -2,7 +2,6 @@
 
 from datetime import timedelta
 
-from omstream.schemas.messages import Message
 from omstream.engine.cycles import _transcript
 from omstream.engine.fold import fold, new_state
 from omstream.engine.state import PendingMessage
@@ -15,6 +14,7 @@ from omstream.engine.transcript import (
     render_transcript,
     truncate_to_tokens,
 )
+from omstream.schemas.messages import Message
 from tests.helpers import T0, engine, message
 
 COUNT = get_counter("tokenx").count

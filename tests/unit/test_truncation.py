@@ -1,6 +1,7 @@
 """Previous-observation truncation (spec §6.11)."""
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from omstream.engine.tokens import get_counter
 from omstream.engine.truncation import truncate_observations

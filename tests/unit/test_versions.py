@@ -12,8 +12,8 @@ from omstream.models.cache import answer_from
 from omstream.models.calls import untimed
 from omstream.schemas.config import load_om_config
 from omstream.schemas.jobs import ChatMessage, request_hash
-from omstream.topics import Topics
 from omstream.settings import Settings
+from omstream.topics import Topics
 from tests.helpers import message, scripted_result
 
 OPTIONS = {"observation": {"model": "scripted/observer", "messageTokens": 500, "bufferTokens": 100},

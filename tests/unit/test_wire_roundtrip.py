@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import pytest
@@ -39,7 +39,7 @@ WIRE_CLASSES: tuple[type[WireModel], ...] = (
 _PARTS = TypeAdapter(MessagePart)
 _TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
 # Offsets that ISO-8601 writes exactly (no seconds); the instants stay well inside datetime's range.
-_ZONES = st.sampled_from([timezone.utc, timezone(timedelta(hours=5, minutes=30)), timezone(timedelta(hours=-8))])
+_ZONES = st.sampled_from([UTC, timezone(timedelta(hours=5, minutes=30)), timezone(timedelta(hours=-8))])
 _TIMES = st.datetimes(min_value=datetime(1970, 1, 2), max_value=datetime(2100, 1, 1), timezones=_ZONES)
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53), 2**53)
