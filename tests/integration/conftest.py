@@ -17,6 +17,7 @@ from omstream.infra.broker import Broker, BrokerError, free_port
 from omstream.processes import start_child, stop_child
 from omstream.settings import load_settings
 from omstream.topics import ensure_topics
+from tests.integration.options import om_options
 
 
 @pytest.fixture(scope="session")
@@ -60,15 +61,6 @@ model_retries = 2
 model_concurrency = 2
 """
 
-OPTIONS = """
-[observationalMemory]
-tokenCounter = "tokenx"
-
-[observationalMemory.observation]
-model = "scripted/observer"
-messageTokens = {message_tokens}
-bufferTokens = false
-"""
 
 
 class Env:
@@ -100,8 +92,9 @@ def new_env(broker, tmp_path, request):
     envs: list[Env] = []
 
     def make(message_tokens: int = 1000, options: str | None = None) -> Env:
-        """`options`: an `[observationalMemory]` TOML section replacing the default one."""
-        options = options or OPTIONS.format(message_tokens=message_tokens)
+        """`options`: the TOML of `om_options(...)` (tests/integration/options.py), replacing the
+        default: the scripted Observer, blocking at `message_tokens`."""
+        options = options or om_options(observation={"messageTokens": message_tokens, "bufferTokens": False})
         env = Env(broker, tmp_path / f"env{len(envs)}", options)
         envs.append(env)
         return env

@@ -13,25 +13,15 @@ from omstream.client import OmClient
 from omstream.conversation import read_conversation
 from omstream.schemas.config import load_om_config
 from omstream.simulation import format_timeline, simulate
+from tests.integration.options import om_options
 from tests.integration.support import EventWatcher
 from tests.scenarios.test_long_thread import SCENARIO
 from tests.scenarios.test_long_thread_async import assert_activation_steps_wait_for_nothing
 
 pytestmark = pytest.mark.integration
 
-OPTIONS = """
-[observationalMemory]
-tokenCounter = "tokenx"
-checkThresholdsAt = "step"
-
-[observationalMemory.observation]
-model = "scripted/observer"
-messageTokens = 3000
-
-[observationalMemory.reflection]
-model = "scripted/reflector"
-observationTokens = 4000
-"""
+OPTIONS = om_options(checkThresholdsAt="step", observation={"messageTokens": 3000},
+                     reflection={"observationTokens": 4000})
 
 
 def settled(steps: int):

@@ -12,20 +12,13 @@ import pytest
 from omstream.client import OmClient
 from omstream.schemas.messages import Message
 from tests.helpers import T0
+from tests.integration.options import om_options
 from tests.integration.support import EventWatcher
 
 pytestmark = pytest.mark.integration
 
-OPTIONS = """
-[observationalMemory]
-tokenCounter = "tokenx"
-
-[observationalMemory.observation]
-model = "scripted/observer-vision"
-messageTokens = 100000
-bufferTokens = false
-observeAttachments = ["image/*"]
-"""
+OPTIONS = om_options(observation={"model": "scripted/observer-vision", "messageTokens": 100000, "bufferTokens": False,
+                                  "observeAttachments": ["image/*"]})
 PDF = "JVBERi0xLjQKJcOkw7zDtsOfCjIgMCBvYmoK"
 
 

@@ -42,22 +42,12 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from omstream.client import OmClient
 from omstream.topics import Topics, partitions_of
 from tests.helpers import message
+from tests.integration.options import om_options
 from tests.integration.support import settled_feed
 
 pytestmark = pytest.mark.integration
 
-OPTIONS = """
-[observationalMemory]
-tokenCounter = "tokenx"
-
-[observationalMemory.observation]
-model = "scripted/observer"
-messageTokens = 3000
-bufferTokens = false
-
-[observationalMemory.reflection]
-model = "scripted/reflector"
-"""
+OPTIONS = om_options(observation={"messageTokens": 3000, "bufferTokens": False}, reflection={})
 
 BURST_THREAD = "burst"
 BURST = 2000

@@ -62,6 +62,7 @@ from omstream.schemas.messages import Message
 from omstream.topics import Topics, partitions_of
 from tests.helpers import T0, text_of
 from tests.integration.conftest import Env
+from tests.integration.options import om_options
 from tests.integration.support import read_all
 
 pytestmark = [
@@ -88,24 +89,9 @@ CYCLE_END = ("data-om-observation-end", "data-om-observation-failed")
 
 
 def options(rate: float) -> str:
-    kinds = ", ".join(f'"{k}"' for k in (*TRANSIENT, *ANSWERS))
-    only = ", ".join(f'{k} = "FRAGILE"' for k in ANSWERS)
-    settings = f"{{failRate = {rate}, failWith = [{kinds}], failOnly = {{{only}}}}}"
-    return f"""
-[observationalMemory]
-tokenCounter = "tokenx"
-
-[observationalMemory.observation]
-model = "scripted/observer"
-messageTokens = 1000
-bufferTokens = false
-modelSettings = {settings}
-
-[observationalMemory.reflection]
-model = "scripted/reflector"
-observationTokens = 2000
-modelSettings = {settings}
-"""
+    settings = {"failRate": rate, "failWith": [*TRANSIENT, *ANSWERS], "failOnly": dict.fromkeys(ANSWERS, "FRAGILE")}
+    return om_options(observation={"messageTokens": 1000, "bufferTokens": False, "modelSettings": settings},
+                      reflection={"observationTokens": 2000, "modelSettings": settings})
 
 
 def conversation() -> dict[str, list[Message]]:

@@ -29,23 +29,12 @@ from omstream.schemas.jobs import ModelResult
 from omstream.schemas.messages import Message
 from omstream.simulation import simulate
 from tests.helpers import T0, text_of
+from tests.integration.options import om_options
 from tests.integration.support import EventWatcher, read_all
 
 pytestmark = pytest.mark.integration
 
-OPTIONS = """
-[observationalMemory]
-tokenCounter = "tokenx"
-
-[observationalMemory.observation]
-model = "scripted/observer"
-messageTokens = 400
-bufferTokens = false
-
-[observationalMemory.reflection]
-model = "scripted/reflector"
-observationTokens = 500
-"""
+OPTIONS = om_options(observation={"messageTokens": 400, "bufferTokens": False}, reflection={"observationTokens": 500})
 
 TURNS = 8
 

@@ -8,30 +8,16 @@ import pytest
 
 from omstream.client import OmClient
 from tests.helpers import message
+from tests.integration.options import om_options
 from tests.integration.support import EventWatcher, Server, final_states
 
 pytestmark = pytest.mark.integration
 
-OPTIONS = """
-[observationalMemory]
-tokenCounter = "tokenx"
-
-[observationalMemory.observation]
-model = "scripted/observer"
-messageTokens = 300
-bufferTokens = false
-threadTitle = true
-
-[[observationalMemory.observation.extract]]
-name = "Preferences"
-instructions = "What the user likes (bravo, charlie)."
-onExtracted = "tests.integration.extractor_models:tidy"
-
-[[observationalMemory.observation.extract]]
-name = "Profile"
-instructions = "The user's profile."
-schema = "tests.integration.extractor_models:Profile"
-"""
+OPTIONS = om_options(observation={"messageTokens": 300, "bufferTokens": False, "threadTitle": True, "extract": [
+    {"name": "Preferences", "instructions": "What the user likes (bravo, charlie).",
+     "onExtracted": "tests.integration.extractor_models:tidy"},
+    {"name": "Profile", "instructions": "The user's profile.", "schema": "tests.integration.extractor_models:Profile"},
+]})
 THREADS = ("free", "pinned")
 CYCLES = 2  # 12 messages of ~60 words at messageTokens 300
 

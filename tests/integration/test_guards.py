@@ -18,6 +18,7 @@ from omstream.client import OmClient
 from omstream.schemas.codec import encode
 from omstream.topics import Topics
 from tests.helpers import message
+from tests.integration.options import om_options
 from tests.integration.support import EventWatcher, Server, read_all
 
 pytestmark = pytest.mark.integration
@@ -73,17 +74,8 @@ def test_bad_records_are_dead_lettered_with_their_code_and_valid_ones_fold_once(
 
 # The worker's job deadline is an [omstream] setting: these lines extend the [omstream] table
 # the test config ends with.  The observer never answers its first call for a given request.
-HANGING = """job_deadline_ms = 2000
-
-[observationalMemory]
-tokenCounter = "tokenx"
-
-[observationalMemory.observation]
-model = "scripted/observer"
-messageTokens = 500
-bufferTokens = false
-modelSettings = { failWith = "hang" }
-"""
+HANGING = om_options(settings={"job_deadline_ms": 2000}, observation={
+    "messageTokens": 500, "bufferTokens": False, "modelSettings": {"failWith": "hang"}})
 
 
 def test_a_model_that_never_answers_fails_the_cycle_at_the_deadline_and_held_messages_apply(new_env, tmp_path):
@@ -127,18 +119,8 @@ def test_a_model_that_never_answers_fails_the_cycle_at_the_deadline_and_held_mes
 
 
 # The model agents' deadline is left long (10 min): the fold's own backstop ends the cycle.
-BACKSTOP = """job_deadline_ms = 600000
-
-[observationalMemory]
-tokenCounter = "tokenx"
-cycleDeadline = "2s"
-
-[observationalMemory.observation]
-model = "scripted/observer"
-messageTokens = 500
-bufferTokens = false
-modelSettings = { failWith = "hang" }
-"""
+BACKSTOP = om_options(settings={"job_deadline_ms": 600000}, cycleDeadline="2s", observation={
+    "messageTokens": 500, "bufferTokens": False, "modelSettings": {"failWith": "hang"}})
 
 
 def test_the_fold_fails_an_overdue_cycle_at_the_next_input_past_cycle_deadline(new_env):

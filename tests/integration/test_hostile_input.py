@@ -25,6 +25,7 @@ from omstream.schemas.control import StepStarted
 from omstream.schemas.jobs import ModelResult
 from omstream.topics import Topics
 from tests.helpers import text_of
+from tests.integration.options import om_options
 from tests.integration.support import read_all
 
 pytestmark = pytest.mark.integration
@@ -32,15 +33,7 @@ pytestmark = pytest.mark.integration
 THREADS = [f"h{i:02d}" for i in range(20)]
 VALID_PER_THREAD = 20
 BAD_RECORDS = 5000
-OPTIONS = """
-[observationalMemory]
-tokenCounter = "tokenx"
-
-[observationalMemory.observation]
-model = "scripted/observer"
-messageTokens = 1500
-bufferTokens = false
-"""
+OPTIONS = om_options(observation={"messageTokens": 1500, "bufferTokens": False})
 
 
 def nested(levels: int) -> str:

@@ -17,6 +17,7 @@ from omstream.client import OmClient
 from omstream.engine.parsing import parse_observer_output
 from omstream.models import local
 from omstream.schemas.messages import Message
+from tests.integration.options import om_options
 from tests.integration.support import EventWatcher
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -34,20 +35,11 @@ SAID = [
 FACTS = {"name": "maya", "city": "porto", "allergy": "peanut", "cat": "pistachio",
          "sister": "ines", "work": "bakery"}
 
-OPTIONS = """
-[observationalMemory]
-tokenCounter = "tiktoken"
-
-[observationalMemory.observation]
-model = "local/qwen2.5-1.5b"
-messageTokens = 120
-bufferTokens = false
-modelSettings = { maxOutputTokens = 400 }
-
-[[observationalMemory.observation.extract]]
-name = "Preferences"
-instructions = "The user's preferences and needs (food, allergies, pets, hobbies), as a short list."
-"""
+OPTIONS = om_options(tokenCounter="tiktoken", observation={
+    "model": "local/qwen2.5-1.5b", "messageTokens": 120, "bufferTokens": False,
+    "modelSettings": {"maxOutputTokens": 400},
+    "extract": [{"name": "Preferences", "instructions": "The user's preferences and needs (food, allergies, pets, hobbies), as a short list."}],
+})
 
 
 def test_the_local_model_observes_a_conversation_through_the_broker(new_env):

@@ -12,25 +12,14 @@ import pytest
 from omstream.client import OmClient
 from omstream.conversation import read_conversation
 from omstream.simulation import format_timeline
+from tests.integration.options import om_options
 from tests.integration.support import EventWatcher
 from tests.scenarios.test_long_thread import SCENARIO, _expected_lines
 
 pytestmark = pytest.mark.integration
 
-OPTIONS = """
-[observationalMemory]
-tokenCounter = "tokenx"
-checkThresholdsAt = "step"
-
-[observationalMemory.observation]
-model = "scripted/observer"
-messageTokens = 3000
-bufferTokens = false
-
-[observationalMemory.reflection]
-model = "scripted/reflector"
-observationTokens = 4000
-"""
+OPTIONS = om_options(checkThresholdsAt="step", observation={"messageTokens": 3000, "bufferTokens": False},
+                     reflection={"observationTokens": 4000})
 
 
 def test_long_thread_timeline_through_the_broker(new_env):

@@ -11,19 +11,12 @@ from omstream.client import OmClient
 from omstream.schemas.codec import decode_event
 from omstream.topics import Topics
 from tests.helpers import message
+from tests.integration.options import om_options
 from tests.integration.support import final_states, read_all, settled_feed
 
 pytestmark = pytest.mark.integration
 
-DISABLED = """
-[observationalMemory]
-enabled = false
-tokenCounter = "tokenx"
-
-[observationalMemory.observation]
-model = "scripted/observer"
-messageTokens = 500
-"""
+DISABLED = om_options(enabled=False, observation={"messageTokens": 500})
 
 
 async def wait_until_folded(settings, counts: dict[str, int], timeout: float = 90.0) -> dict:

@@ -18,6 +18,7 @@ import pytest
 from omstream.client import OmClient
 from omstream.engine.tokens import get_counter
 from tests.helpers import message
+from tests.integration.options import om_options
 from tests.integration.support import (
     EventWatcher,
     events,
@@ -32,15 +33,7 @@ pytestmark = pytest.mark.integration
 THREADS = ("crash-a", "crash-b")
 BEFORE_KILL = 60  # messages per thread sent before the kill; the rest while the worker is down
 
-OPTIONS = """
-[observationalMemory]
-tokenCounter = "tokenx"
-
-[observationalMemory.observation]
-model = "scripted/observer"
-messageTokens = 1000
-bufferTokens = false
-"""
+OPTIONS = om_options(observation={"messageTokens": 1000, "bufferTokens": False})
 
 
 def conversation():

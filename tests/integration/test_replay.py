@@ -39,23 +39,15 @@ from omstream.schemas.messages import Message
 from omstream.settings import load_settings
 from omstream.simulation import simulate
 from omstream.topics import Topics, partitions_of
+from tests.integration.options import om_options
 from tests.integration.support import Server, final_states, read_all
 from tests.scenarios.test_long_thread import SCENARIO
 
 pytestmark = pytest.mark.integration
 
-OPTIONS = """
-[observationalMemory]
-tokenCounter = "tokenx"
 
-[observationalMemory.observation]
-model = "scripted/observer"
-messageTokens = {message_tokens}
-
-[observationalMemory.reflection]
-model = "scripted/reflector"
-observationTokens = 900
-"""
+def options(message_tokens: int) -> str:
+    return om_options(observation={"messageTokens": message_tokens}, reflection={"observationTokens": 900})
 LIVE_TOKENS, NEW_TOKENS = 1200, 800
 THREADS = [f"t{k:02d}" for k in range(20)]
 PER_THREAD = 40
@@ -122,7 +114,7 @@ async def exported(settings, thread: str, path) -> list:
 
 
 def test_replay_follows_the_live_memory_and_settles_a_new_configuration(new_env):
-    env = new_env(options=OPTIONS.format(message_tokens=LIVE_TOKENS))
+    env = new_env(options=options(LIVE_TOKENS))
     env.start_worker()
     live = env.settings
 
@@ -154,8 +146,7 @@ def test_replay_follows_the_live_memory_and_settles_a_new_configuration(new_env)
 
     # 2 and 3. A smaller messageTokens: settled, the cache pays for what it knows.
     new_config = env.root / "new.toml"
-    new_config.write_text(env.config.read_text().replace(
-        f"messageTokens = {LIVE_TOKENS}", f"messageTokens = {NEW_TOKENS}"))
+    new_config.write_text(env.config.read_text().replace(options(LIVE_TOKENS), options(NEW_TOKENS)))
     cached = {r.key.decode() for r in asyncio.run(read_all(live, Topics.of(live).cache, idle=0.3))}
     smaller = run_replay(new_config, "smaller")
     print(f"replay with messageTokens {NEW_TOKENS}: {smaller}")
