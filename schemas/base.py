@@ -12,7 +12,7 @@ the field's `description` in the exported JSON Schema, which is what UI develope
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -49,7 +49,7 @@ class WireModel(BaseModel):
         use_attribute_docstrings=True,
     )
 
-    def wire(self) -> dict:
+    def wire(self) -> dict[str, Any]:
         """The JSON-ready dict, camelCase, without unset optional fields."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 

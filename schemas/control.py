@@ -153,7 +153,10 @@ class ResourceDeleted(ControlRecord):
 
     type: Literal["resource-deleted"] = "resource-deleted"
     """Record kind: always `resource-deleted`."""
-    thread_id: NonEmptyStr | None = None
+    # Optional on this record only: pydantic's redeclared field keeps its place on the wire, which
+    # mypy cannot express (it sees an inherited `str` widened); a reader of any ControlRecord's
+    # thread_id must allow None for this one.
+    thread_id: NonEmptyStr | None = None  # type: ignore[assignment]
     """A thread of the resource, used only to route the record. Absent when none is named."""
     resource_id: NonEmptyStr
     """The resource (user) whose threads are all forgotten."""

@@ -276,4 +276,4 @@ class Message(WireModel):
         """The message's text as the observer and token counters read it."""
         if isinstance(self.content, str):
             return self.content
-        return "\n".join(p.text for p in self.content if p.type == "text" and p.text)
+        return "\n".join(p.text for p in self.content if isinstance(p, TextPart) and p.text)

@@ -350,6 +350,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 
     from omstream.schemas.config import OmConfigError, load_om_config
 
+    from .engine.resolution import resolve
     from .settings import SettingsError, env_problems, file_problems, read_config_file
 
     path = args.file or args.config or os.environ.get("OM_CONFIG")
@@ -363,7 +364,7 @@ def cmd_config(args: argparse.Namespace) -> int:
         problems += exc.problems
     if problems:
         raise SettingsError(problems)
-    print(orjson.dumps(om.resolved().to_json(), option=orjson.OPT_INDENT_2).decode())
+    print(orjson.dumps(resolve(om).to_json(), option=orjson.OPT_INDENT_2).decode())
     return 0
 
 

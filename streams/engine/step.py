@@ -9,13 +9,14 @@ from typing import Any
 
 import orjson
 
-from omstream.schemas.config import OmConfig, ResolvedConfig, resolve_retention_floor
+from omstream.schemas.config import OmConfig
 from omstream.schemas.events import MarkerConfig
 from omstream.schemas.jobs import ModelJob
 
 from . import ids
+from .resolution import ResolvedConfig, resolve
 from .state import MemoryState
-from .thresholds import effective_message_threshold, effective_reflection_threshold
+from .thresholds import effective_message_threshold, effective_reflection_threshold, resolve_retention_floor
 from .tokens import Counter, count_messages, get_counter
 
 __all__ = ["EngineConfig", "Folded", "Rejected", "Step", "config_digest", "replace_fields"]
@@ -62,7 +63,7 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "digest", config_digest(self.om))
-        object.__setattr__(self, "resolved", self.om.resolved())
+        object.__setattr__(self, "resolved", resolve(self.om))
         object.__setattr__(self, "counter", get_counter(self.om.token_counter))
         object.__setattr__(self, "cycle_deadline", timedelta(milliseconds=self.om.cycle_deadline_ms))
 

@@ -7,8 +7,8 @@ needing ≥ 3 000 new tokens; activation keeps a 6 000-token floor (ratio 0.8); 
 36 000; reflection at 40 000 observation tokens, buffered from 20 000, blocking at 48 000; with
 shareTokenBudget (buffering off) messages and observations share 70 000.
 
-Configured values are resolved into token counts once, by `schemas.config` (`OmConfig.resolved()`);
-the functions here take those counts.
+Configured values are resolved into token counts once, by `engine.resolution` (`resolve`) with
+the `resolve_*` functions at the end of this module; the other functions take those counts.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
-from omstream.schemas.config import resolve_retention_floor
+from omstream.schemas.config.numbers import tidy
 
 from .activation import choose_activation_boundary
 
@@ -35,6 +36,10 @@ __all__ = [
     "min_buffer_tokens",
     "projected_message_removal",
     "requires_blocking_observation",
+    "resolve_activation_ratio",
+    "resolve_block_after",
+    "resolve_buffer_tokens",
+    "resolve_retention_floor",
     "round_half_up",
     "safe_buffer_prefix",
     "should_trigger_buffer",
@@ -280,3 +285,31 @@ def safe_buffer_prefix(candidates: Sequence[BufferCandidate]) -> tuple[BufferCan
         if candidate.tool_call_ids & held_back.tool_call_ids:
             return ()
     return tuple(kept)
+
+
+# --- configured values in tokens (§2.1; thresholds.ts) ---------------------------------------
+def resolve_buffer_tokens(value: float | Literal[False] | None, threshold: int) -> float | None:
+    """`bufferTokens` in tokens: a ratio below 1 of the threshold (rounded), else absolute."""
+    if value is None or value is False:
+        return None
+    return round_half_up(threshold * value) if value < 1 else tidy(value)
+
+
+def resolve_block_after(value: float | None, threshold: int) -> float | None:
+    """`blockAfter` in tokens: a multiplier in [1, 100) of the threshold (rounded), else absolute."""
+    if value is None:
+        return None
+    return round_half_up(value * threshold) if value < 100 else tidy(value)
+
+
+def resolve_retention_floor(activation: float, threshold: float) -> float:
+    """Message tokens kept after activation: `threshold*(1-ratio)`, or the absolute value (>= 1000)."""
+    if activation >= 1000:
+        return tidy(activation)
+    return tidy(threshold * (1 - min(max(activation, 0.0), 1.0)))
+
+
+def resolve_activation_ratio(activation: float, threshold: float) -> float:
+    """The share of the threshold removed on activation, in [0, 1]."""
+    ratio = 1 - activation / threshold if activation >= 1000 else activation
+    return tidy(min(max(ratio, 0.0), 1.0))

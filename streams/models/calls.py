@@ -43,9 +43,10 @@ import os
 import random
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from types import ModuleType
 from typing import Any, Literal
 
 import orjson
@@ -135,7 +136,7 @@ class RetryPolicy:
 
     def delay(self, attempt: int, rng: random.Random) -> float:
         """Seconds to wait after failed attempt `attempt` (0-based)."""
-        raw = min(self.base_ms * 2**attempt, self.cap_ms)
+        raw: float = min(self.base_ms * 2**attempt, self.cap_ms)
         return raw * rng.uniform(1 - self.jitter, 1 + self.jitter) / 1000.0
 
     @classmethod
@@ -156,7 +157,7 @@ def warm_up() -> None:
     _litellm()
 
 
-def _litellm():
+def _litellm() -> ModuleType:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
     import litellm
@@ -182,7 +183,8 @@ def model_provider(model: str) -> str:
     if local.is_local(model):
         return "local"
     try:
-        return _litellm().get_llm_provider(model)[1]
+        provider: str = _litellm().get_llm_provider(model)[1]
+        return provider
     except Exception:  # noqa: BLE001 - an unknown provider is reported by the call itself
         return model.split("/", 1)[0] if "/" in model else "unknown"
 
@@ -194,7 +196,7 @@ def _status(exc: BaseException) -> int | None:
     return status if isinstance(status, int) and not isinstance(status, bool) else None
 
 
-def _chain(exc: BaseException):
+def _chain(exc: BaseException) -> Iterator[BaseException]:
     """The exception and its causes (`__cause__`, `.error`), each once."""
     seen: set[int] = set()
     current: BaseException | None = exc
@@ -230,9 +232,9 @@ def is_transient(exc: BaseException) -> bool:
 def classify_error(exc: BaseException) -> tuple[ErrorCode, int | None]:
     """`(error_code, error_status)` of a failed call; the status only when an HTTP answer came."""
     try:
-        import litellm
-        no_answer: tuple[type, ...] = (litellm.Timeout, litellm.APIConnectionError)
-        timeouts: tuple[type, ...] = (litellm.Timeout,)
+        from litellm.exceptions import APIConnectionError, Timeout
+        no_answer: tuple[type, ...] = (Timeout, APIConnectionError)
+        timeouts: tuple[type, ...] = (Timeout,)
     except ImportError:  # pragma: no cover - litellm is a dependency
         no_answer, timeouts = (), ()
     chain = list(_chain(exc))
@@ -259,7 +261,7 @@ def classify_error(exc: BaseException) -> tuple[ErrorCode, int | None]:
     return "unknown", None
 
 
-def _missing_keys(litellm, model: str) -> list[str]:
+def _missing_keys(litellm: ModuleType, model: str) -> list[str]:
     if model.startswith("scripted/") or local.is_local(model):
         return []
     try:
@@ -367,7 +369,8 @@ def _provider_metadata(response: Any, provider: str) -> dict[str, Any] | None:
     specific = getattr(response, "provider_specific_fields", None)
     if isinstance(specific, Mapping) and specific:
         metadata[provider] = dict(specific)
-    return _jsonable(metadata)
+    plain: dict[str, Any] | None = _jsonable(metadata)
+    return plain
 
 
 @dataclass

@@ -60,7 +60,7 @@ class Hooks:
             raise ValueError(f"hook execution {execution!r} is unknown; use 'non-blocking' or 'await'")
         self.functions = dict(functions or {})
         self.execution: HookExecution = execution
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     @classmethod
     def from_config(cls, om: Any) -> Hooks:

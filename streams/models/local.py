@@ -237,7 +237,8 @@ _starting = threading.Lock()
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def _start(m: LocalModel) -> tuple[Any, str]:
@@ -284,7 +285,8 @@ def load(model: str) -> None:
 
 
 async def _running(m: LocalModel) -> _Running:
-    return _servers.get(m.name) or await asyncio.to_thread(_serve, m)
+    running = _servers.get(m.name)
+    return running if running is not None else await asyncio.to_thread(_serve, m)
 
 
 async def route(model: str, arguments: dict[str, Any]) -> tuple[str, dict[str, Any]]:

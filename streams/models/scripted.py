@@ -63,6 +63,7 @@ import hashlib
 import re
 import threading
 import time
+from types import ModuleType
 from typing import Any
 
 import orjson
@@ -118,13 +119,21 @@ def content_text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-def _describe(part: dict) -> str:
+def _parts(content: Any) -> list[Any]:
+    """A message's content as content parts: a list as it is, text (or nothing) as one text part."""
+    if isinstance(content, (list, tuple)):
+        return list(content)
+    return [{"type": "text", "text": content_text(content)}]
+
+
+def _describe(part: dict[str, Any]) -> str:
     """An attachment part in a few words: its kind and where it is (a data: URI by its type)."""
     if part.get("type") == "image_url":
         image = part.get("image_url")
         source = image.get("url", "") if isinstance(image, dict) else str(image or "")
     else:
-        file = part.get("file") if isinstance(part.get("file"), dict) else {}
+        given = part.get("file")
+        file: dict[str, Any] = given if isinstance(given, dict) else {}
         source = file.get("file_data") or file.get("file_id") or ""
     if source.startswith("data:"):
         source = f"{source.split(',', 1)[0]} ({len(source)} characters)"
@@ -173,7 +182,7 @@ def _to_24h(label: str) -> str:
     return f"{hour:02d}:{minute:02d}"
 
 
-def observe(system: str, user: str | list, *, user_words: int = 40, assistant_words: int = 20,
+def observe(system: str, user: str | list[Any], *, user_words: int = 40, assistant_words: int = 20,
             sees_attachments: bool = False) -> str:
     """The scripted Observer's answer to one request (`user`: text, or content parts).  With
     `sees_attachments`, one more line per attachment part received."""
@@ -217,7 +226,7 @@ def observe(system: str, user: str | list, *, user_words: int = 40, assistant_wo
     return answer
 
 
-def reflect(system: str, user: str | list) -> str:
+def reflect(system: str, user: str | list[Any]) -> str:
     """The scripted Reflector's answer: every bullet shortened by the requested level."""
     user = content_text(user)
     level = next((lvl for heading, lvl in _LEVEL_HEADINGS if heading in user), 0)
@@ -294,14 +303,14 @@ def _only(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()}
 
 
-def _wire(messages: list) -> list[dict[str, Any]]:
+def _wire(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     # Content parts stay as they are (hashed as JSON); a string is the string, as before.
     return [{"role": str(m.get("role")),
              "content": c if isinstance(c := m.get("content", ""), (list, tuple)) else str(c)}
             for m in messages]
 
 
-def _draws(model: str, messages: list, seed: Any) -> tuple[float, int]:
+def _draws(model: str, messages: list[dict[str, Any]], seed: Any) -> tuple[float, int]:
     """Two numbers drawn from the request itself: a fraction in [0, 1) and an index."""
     digest = hashlib.sha256(orjson.dumps(
         {"model": model, "messages": _wire(messages), "seed": seed},
@@ -309,7 +318,7 @@ def _draws(model: str, messages: list, seed: Any) -> tuple[float, int]:
     return int.from_bytes(digest[:8], "big") / 2**64, int.from_bytes(digest[8:16], "big")
 
 
-def planned_failure(model: str, messages: list, params: dict[str, Any]) -> str | None:
+def planned_failure(model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> str | None:
     """The kind of failure a request draws from its settings (`failWith`, `failRate`,
     `failOnly`, `failModel`, `failSeed`), or None; no call is counted (`failTimes` is not
     applied).  `messages` as litellm gets them (dicts with `role` and `content`)."""
@@ -336,7 +345,7 @@ def planned_failure(model: str, messages: list, params: dict[str, Any]) -> str |
     return kinds[index % len(kinds)]
 
 
-def failure_for(model: str, messages: list, params: dict[str, Any]) -> str | None:
+def failure_for(model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> str | None:
     """The failure this call injects, or None when it answers normally: the request's planned
     kind (`planned_failure`) for its first `failTimes` calls."""
     kind = planned_failure(model, messages, params)
@@ -363,7 +372,7 @@ def _degenerate() -> str:
     return "<observations>\n" + "\n".join(block * 20) + "\n</observations>"
 
 
-def _raise(litellm, kind: str, model: str) -> None:
+def _raise(litellm: ModuleType, kind: str, model: str) -> None:
     message = f"scripted failure ({kind}) injected by failWith"
     common = {"message": message, "model": model, "llm_provider": "scripted"}
     if kind == "timeout":
@@ -385,21 +394,21 @@ def _raise(litellm, kind: str, model: str) -> None:
 def register() -> None:
     """Add the `scripted` provider to litellm (idempotent)."""
     import litellm
-    from litellm import CustomLLM, ModelResponse
+    from litellm import ModelResponse
+    from litellm.exceptions import BadRequestError
+    from litellm.llms.custom_llm import CustomLLM
 
     class ScriptedProvider(CustomLLM):
-        def _failure(self, model: str, messages: list, optional_params: dict) -> str | None:
+        def _failure(self, model: str, messages: list[dict[str, Any]], optional_params: dict[str, Any]) -> str | None:
             try:
                 return failure_for(f"scripted/{model.split('/', 1)[-1]}", messages, optional_params)
             except ValueError as exc:
-                raise litellm.BadRequestError(message=str(exc), model=model, llm_provider="scripted") from None
+                raise BadRequestError(message=str(exc), model=model, llm_provider="scripted") from None
 
-        def _answer(self, model: str, messages: list, optional_params: dict,
+        def _answer(self, model: str, messages: list[dict[str, Any]], optional_params: dict[str, Any],
                     failure: str | None) -> ModelResponse:
             system = "\n".join(content_text(m.get("content", "")) for m in messages if m.get("role") == "system")
-            user_parts = [part for m in messages if m.get("role") == "user"
-                          for part in (m.get("content") if isinstance(m.get("content"), (list, tuple))
-                                       else [{"type": "text", "text": content_text(m.get("content", ""))}])]
+            user_parts = [part for m in messages if m.get("role") == "user" for part in _parts(m.get("content"))]
             user = content_text(user_parts)
             name = model.split("/", 1)[-1]
             if failure is not None:
@@ -421,7 +430,7 @@ def register() -> None:
             elif name.startswith("reflector"):
                 text = reflect(system, user) + inline_sections(system, user)
             else:
-                raise litellm.BadRequestError(
+                raise BadRequestError(
                     message=f"scripted provider has no model {name!r} (use observer or reflector)",
                     model=model, llm_provider="scripted",
                 )
@@ -433,14 +442,16 @@ def register() -> None:
                        "total_tokens": len(user.split()) + len(text.split())},
             )
 
-        def completion(self, model, messages, *args, optional_params=None, **kwargs):
+        def completion(self, model: str, messages: list[Any], *args: Any,
+                       optional_params: dict[str, Any] | None = None, **kwargs: Any) -> ModelResponse:
             params = optional_params or kwargs.get("optional_params") or {}
             failure = self._failure(model, messages, params)
             if failure == "hang":
                 time.sleep(HANG_SECONDS)
             return self._answer(model, messages, params, failure)
 
-        async def acompletion(self, model, messages, *args, optional_params=None, **kwargs):
+        async def acompletion(self, model: str, messages: list[Any], *args: Any,
+                              optional_params: dict[str, Any] | None = None, **kwargs: Any) -> ModelResponse:
             params = optional_params or kwargs.get("optional_params") or {}
             failure = self._failure(model, messages, params)
             if failure == "hang":
@@ -452,4 +463,4 @@ def register() -> None:
             *litellm.custom_provider_map,
             {"provider": "scripted", "custom_handler": ScriptedProvider()},
         ]
-        litellm.utils.custom_llm_setup()
+        litellm.utils.custom_llm_setup()  # type: ignore[no-untyped-call]  # litellm leaves it unannotated

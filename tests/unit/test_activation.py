@@ -17,7 +17,7 @@ from omstream.engine.activation import (
     resolve_activation_ttl,
     to_epoch_ms,
 )
-from omstream.schemas.config import resolve_activation_ratio, resolve_retention_floor
+from omstream.engine.thresholds import resolve_activation_ratio, resolve_retention_floor
 
 MIN = 60_000
 HOUR = 60 * MIN

@@ -6,8 +6,17 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from omstream.cli import main
+from omstream.engine.resolution import resolve
+from omstream.engine.thresholds import (
+    resolve_activation_ratio,
+    resolve_block_after,
+    resolve_buffer_tokens,
+    resolve_retention_floor,
+)
 from omstream.schemas.config import (
     DEFAULT_MODEL,
     ContinuationHints,
@@ -19,10 +28,6 @@ from omstream.schemas.config import (
     load_reference,
     model_name,
     model_supports_temperature,
-    resolve_activation_ratio,
-    resolve_block_after,
-    resolve_buffer_tokens,
-    resolve_retention_floor,
     slugify,
 )
 from omstream.schemas.durations import parse_activate_after_idle, parse_duration_ms
@@ -248,8 +253,8 @@ def test_snake_case_and_camel_case_are_the_same_option():
                                             "previous_observer_tokens": False},
                             "reflection": {"observation_tokens": 9000}, "share_token_budget": True})
     assert camel == snake
-    assert snake.resolved().total_budget == 17_000
-    assert snake.resolved().observation.previous_observer_tokens is None
+    assert resolve(snake).total_budget == 17_000
+    assert resolve(snake).observation.previous_observer_tokens is None
 
 
 def test_true_false_none_and_wrappers():
@@ -296,7 +301,7 @@ def test_every_documented_option_is_validated():
             "blockAfter": 1.5, "continuationHints": False,
         },
     })
-    r = om.resolved()
+    r = resolve(om)
     assert r.retrieval.scope == "thread" and r.hook_execution == "await" and r.obscure_thread_ids
     assert r.hooks["onReflectionEnd"] == "app.hooks:rend"
     o = r.observation
@@ -324,7 +329,7 @@ def test_the_json_schema_of_the_tree_can_be_generated():
 
 # --- derived numbers -----------------------------------------------------------------------------
 def test_defaults_resolve_to_the_numbers_of_section_2_1():
-    r = load_om_config(True).resolved()
+    r = resolve(load_om_config(True))
     o, f = r.observation, r.reflection
     assert r.async_buffering and r.total_budget is None
     assert o.message_tokens == 30_000 and o.buffer_tokens == 6000
@@ -338,7 +343,7 @@ def test_defaults_resolve_to_the_numbers_of_section_2_1():
 
 
 def test_shared_budget_with_buffering_off():
-    r = load_om_config({"shareTokenBudget": True, "observation": {"bufferTokens": False}}).resolved()
+    r = resolve(load_om_config({"shareTokenBudget": True, "observation": {"bufferTokens": False}}))
     assert r.total_budget == 70_000 and r.observation.max_threshold == 70_000
     assert r.async_buffering is False
 
@@ -350,7 +355,7 @@ def test_shared_budget_with_buffering_off():
 ])
 def test_buffering_off_leaves_every_buffer_number_unset(options):
     om = load_om_config(options, only_supported=False)
-    r = om.resolved()
+    r = resolve(om)
     assert om.async_buffering is False and r.async_buffering is False
     o, f = r.observation, r.reflection
     numbers = (o.buffer_tokens, o.buffer_activation, o.block_after, o.retention_floor, o.buffer_ramp_point)
@@ -359,10 +364,10 @@ def test_buffering_off_leaves_every_buffer_number_unset(options):
 
 
 def test_resource_scope_obscures_thread_ids_by_default():
-    assert load_om_config({"scope": "resource"}, only_supported=False).resolved().obscure_thread_ids
-    assert load_om_config({}).resolved().obscure_thread_ids is False
+    assert resolve(load_om_config({"scope": "resource"}, only_supported=False)).obscure_thread_ids
+    assert resolve(load_om_config({})).obscure_thread_ids is False
     explicit = load_om_config({"scope": "resource", "obscureThreadIds": False}, only_supported=False)
-    assert explicit.resolved().obscure_thread_ids is False
+    assert resolve(explicit).obscure_thread_ids is False
 
 
 def test_thresholds_like_the_originals_tests():
@@ -382,6 +387,26 @@ def test_thresholds_like_the_originals_tests():
     assert resolve_activation_ratio(-0.5, 1) == 0 and resolve_activation_ratio(1.5, 1) == 1
 
 
+
+# The load-time rules read bufferTokens and blockAfter without the engine (the schemas never import
+# it); they must accept exactly the options whose engine numbers fit below the threshold.
+@settings(max_examples=300, deadline=None)
+@given(message_tokens=st.integers(1, 200_000),
+       buffer_tokens=st.one_of(st.floats(0.0001, 0.9999), st.integers(1, 250_000),
+                               st.floats(1, 250_000, allow_infinity=False)),
+       block_after=st.one_of(st.none(), st.floats(1, 99.99), st.integers(100, 300_000),
+                             st.floats(100, 300_000, allow_infinity=False)))
+@example(message_tokens=2, buffer_tokens=0.25, block_after=None)  # 0.5 tokens: rounds half up to 1
+@example(message_tokens=30_000, buffer_tokens=0.2, block_after=29_999.9999996)  # tidied to 30 000
+def test_the_buffer_rules_agree_with_the_engines_numbers(message_tokens, buffer_tokens, block_after):
+    observation = {"messageTokens": message_tokens, "bufferTokens": buffer_tokens, "blockAfter": block_after}
+    paths = {p.path for p in check_om_config({"observation": observation})}
+    size = resolve_buffer_tokens(buffer_tokens, message_tokens)
+    assert ("observation.bufferTokens" in paths) == (not 1 <= size < message_tokens)
+    limit = resolve_block_after(block_after, message_tokens)
+    assert ("observation.blockAfter" in paths) == (limit is not None and limit < message_tokens)
+
+
 # --- models -------------------------------------------------------------------------------------
 def test_model_resolution_order():
     assert load_om_config({}).observer_model == DEFAULT_MODEL
@@ -394,7 +419,7 @@ def test_model_resolution_order():
 
 def test_max_output_tokens_only_for_the_default_choice_and_the_true_quirk():
     def settings(options):
-        r = load_om_config(options).resolved()
+        r = resolve(load_om_config(options))
         return r.observation.model.settings, r.reflection.model.settings
 
     assert settings({}) == ({"temperature": 0.3, "maxOutputTokens": 100_000},
@@ -409,10 +434,10 @@ def test_max_output_tokens_only_for_the_default_choice_and_the_true_quirk():
 
 
 def test_provider_options_default_and_wholesale_replacement():
-    r = load_om_config({}).resolved()
+    r = resolve(load_om_config({}))
     assert r.observation.model.provider_options == {"google": {"thinkingConfig": {"thinkingBudget": 215}}}
     assert r.reflection.model.provider_options == {"google": {"thinkingConfig": {"thinkingBudget": 1024}}}
-    mine = load_om_config({"observation": {"providerOptions": {"google": {"x": 1}}}}).resolved()
+    mine = resolve(load_om_config({"observation": {"providerOptions": {"google": {"x": 1}}}}))
     assert mine.observation.model.provider_options == {"google": {"x": 1}}
 
 
@@ -437,7 +462,7 @@ def test_model_by_input_tokens_routes_and_overflows():
         router.resolve(1_000_001)
     om = load_om_config({"model": {"up_to": {"10000": "a/small", "40000": "b/big"}}})
     assert om.observer_model == "a/small"
-    resolved = om.resolved().observation.model
+    resolved = resolve(om).observation.model
     assert resolved.routing == "by-input-tokens" and resolved.for_input_tokens(20_000) == "b/big"
 
 
@@ -448,7 +473,7 @@ def test_model_with_retries_list():
     spec = om.observation.model
     assert spec[0].max_retries == 2 and spec[1].enabled is False
     assert om.observer_model == "openai/gpt-4o" == model_name(spec)
-    assert om.resolved().observation.model.routing == "fallbacks"
+    assert resolve(om).observation.model.routing == "fallbacks"
     assert model_name([*spec][1:]) == DEFAULT_MODEL
 
 
@@ -457,7 +482,7 @@ def test_continuation_hints_object():
     assert isinstance(om.observation.continuation_hints, ContinuationHints)
     assert bool(om.observation.continuation_hints)
     assert not ContinuationHints(current_task=False, suggested_response=False)
-    assert om.resolved().observation.extractors == ("current-task",)
+    assert resolve(om).observation.extractors == ("current-task",)
 
 
 # --- durations ----------------------------------------------------------------------------------
@@ -486,14 +511,14 @@ def test_bad_idle_values(value):
 
 def test_idle_activation_inheritance():
     om = load_om_config({"activateAfterIdle": "5m", "activateOnProviderChange": True})
-    r = om.resolved()
+    r = resolve(om)
     assert r.observation.activate_after_idle == 5 * MIN and r.observation.activate_on_provider_change
     assert r.reflection.activate_after_idle is None and not r.reflection.activate_on_provider_change
     off = load_om_config({"activateAfterIdle": "auto", "observation": {"activateAfterIdle": False}})
-    assert off.resolved().observation.activate_after_idle is None
-    assert load_om_config({"activateAfterIdle": "auto"}).resolved().observation.activate_after_idle == "auto"
+    assert resolve(off).observation.activate_after_idle is None
+    assert resolve(load_om_config({"activateAfterIdle": "auto"})).observation.activate_after_idle == "auto"
     zero = load_om_config({"activateAfterIdle": 0})          # 0 ms is "at once", not false
-    assert zero.activate_after_idle is not False and zero.resolved().observation.activate_after_idle == 0
+    assert zero.activate_after_idle is not False and resolve(zero).observation.activate_after_idle == 0
 
 
 # --- extractors and references --------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 import pytest
 
+from omstream.engine.resolution import resolve
 from omstream.engine.thresholds import (
     BufferCandidate,
     ThresholdRange,
@@ -15,25 +16,23 @@ from omstream.engine.thresholds import (
     min_buffer_tokens,
     projected_message_removal,
     requires_blocking_observation,
+    resolve_activation_ratio,
+    resolve_block_after,
+    resolve_buffer_tokens,
+    resolve_retention_floor,
     round_half_up,
     safe_buffer_prefix,
     should_trigger_buffer,
     status_windows,
 )
-from omstream.schemas.config import (
-    load_om_config,
-    resolve_activation_ratio,
-    resolve_block_after,
-    resolve_buffer_tokens,
-    resolve_retention_floor,
-)
+from omstream.schemas.config import load_om_config
 
 RANGE = ThresholdRange(30_000, 70_000)
 
 
 # --- §2.1 derived numbers with all defaults ------------------------------------------------
 def test_derived_numbers_with_all_defaults():
-    t = load_om_config({}).resolved()
+    t = resolve(load_om_config({}))
     o, r = t.observation, t.reflection
     assert o.message_tokens == 30_000
     assert o.buffer_tokens == 6_000
@@ -51,7 +50,7 @@ def test_derived_numbers_with_all_defaults():
 
 
 def test_shared_budget_with_buffering_off():
-    t = load_om_config({"shareTokenBudget": True, "observation": {"bufferTokens": False}}).resolved()
+    t = resolve(load_om_config({"shareTokenBudget": True, "observation": {"bufferTokens": False}}))
     assert t.total_budget == 70_000
     # buffering off resolves bufferTokens, both bufferActivations and both blockAfters to nothing (§2)
     o, r = t.observation, t.reflection
@@ -60,8 +59,8 @@ def test_shared_budget_with_buffering_off():
 
 
 def test_explicit_block_after_is_honoured():
-    assert load_om_config({"observation": {"blockAfter": 1.5}}).resolved().observation.block_after == 45_000
-    assert load_om_config({"observation": {"blockAfter": 50_000}}).resolved().observation.block_after == 50_000
+    assert resolve(load_om_config({"observation": {"blockAfter": 1.5}})).observation.block_after == 45_000
+    assert resolve(load_om_config({"observation": {"blockAfter": 50_000}})).observation.block_after == 50_000
 
 
 def test_round_half_up_is_javascript_math_round():

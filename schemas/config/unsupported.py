@@ -1,0 +1,46 @@
+"""The "not supported yet" gate: options that validate but whose behaviour the engine lacks.
+
+`load_om_config` refuses them (unless `only_supported=False`), so that no setting is accepted
+and then silently ignored.
+"""
+
+from __future__ import annotations
+
+from .models import ModelSpec
+from .options import OPTION_NAMES, OmConfig
+from .problems import Problem
+
+__all__ = ["unsupported_problems"]
+
+_NOT_YET = "is not supported yet; remove it (see the README's \"Not supported yet\" list)"
+
+
+def unsupported_problems(om: OmConfig) -> list[Problem]:
+    """A problem for each option set to a value whose behaviour the engine does not have yet.
+
+    An option left at its default, or set to its "off" value, is fine: it asks for nothing.
+    """
+    obs, refl = om.observation, om.reflection
+    asked = {
+        "scope": om.scope == "resource",
+        "retrieval": om.retrieval is not False,
+        "obscureThreadIds": om.obscure_thread_ids is True,
+        "observation.maxTokensPerBatch": "max_tokens_per_batch" in obs.model_fields_set,
+    }
+    problems = [Problem(path, _NOT_YET) for path, is_set in asked.items() if is_set]
+    if om.scope == "resource":  # the one option whose value, not presence, is unsupported
+        problems[0] = Problem("scope", f"'resource' {_NOT_YET}; use scope 'thread'")
+    for path, spec in (("model", om.model), ("observation.model", obs.model),
+                       ("reflection.model", refl.model)):
+        problems += _unsupported_fallback_options(path, spec)
+    return problems
+
+
+def _unsupported_fallback_options(path: str, spec: ModelSpec | None) -> list[Problem]:
+    """ModelWithRetries entries travel to the model agent by name only, so far."""
+    if not isinstance(spec, tuple):
+        return []
+    return [Problem(f"{path}[{i}].{OPTION_NAMES[name]}", _NOT_YET)
+            for i, entry in enumerate(spec)
+            for name in ("max_retries", "model_settings", "provider_options", "headers")
+            if name in entry.model_fields_set]
