@@ -1,18 +1,17 @@
 """`om`'s parser and its one entry point, `main`.
 
 Each command group's module adds its commands (`add_commands`); `main` runs the one asked for
-and ends every failure the same way (`common.failure`).
+and ends every failure the same way (`common.report`).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from typing import Any
 
 from . import broker, conversations, demo, manual, model, offline, servers, tail, versions
-from .common import failure
+from .common import report
 
 __all__ = ["build_parser", "main"]
 
@@ -57,12 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except Exception as exc:
-        found = failure(args, exc)
-        if found is None:
+        status = report(args, exc)
+        if status is None:
             raise
-        lines, status = found
-        for line in lines:
-            print(line, file=sys.stderr)
         return status
     finally:
         aiokafka_log.setLevel(level)

@@ -16,6 +16,7 @@ that does not exist.  Anything else is a bug, and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from ..settings import Settings
 
 __all__ = ["EXAMPLES", "EXIT_FAILED", "EXIT_INPUT", "EXIT_INTERRUPTED", "CommandError", "CommandMaker",
-           "failure", "port_number", "settings_of", "version_name"]
+           "failure", "port_number", "report", "settings_of", "version_name"]
 
 EXAMPLES = Path(__file__).resolve().parent.parent.parent / "examples"
 
@@ -93,6 +94,17 @@ def failure(args: argparse.Namespace, exc: Exception) -> tuple[list[str], int] |
     if isinstance(exc, OmError):
         return [f"{name}: {exc}"], EXIT_FAILED
     return None
+
+
+def report(args: argparse.Namespace, exc: Exception) -> int | None:
+    """Print the failure's lines on stderr and return its exit status; None for a bug."""
+    found = failure(args, exc)
+    if found is None:
+        return None
+    lines, status = found
+    for line in lines:
+        print(line, file=sys.stderr)
+    return status
 
 
 def _bootstrap(args: argparse.Namespace) -> str:
