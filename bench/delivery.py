@@ -21,9 +21,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import NewTopic
 
+from omstream import kafka
 from omstream.infra.broker import Broker, free_port
 
 TOPIC = "delivery"
@@ -31,13 +31,13 @@ KEYS = 10  # records spread over this many memory keys
 
 
 async def produce(bootstrap: str, records: int, size: int) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = kafka.admin(bootstrap)
     await admin.start()
     try:
         await admin.create_topics([NewTopic(TOPIC, 1, 1)])
     finally:
         await admin.close()
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, max_batch_size=512 * 1024)
+    producer = kafka.producer(bootstrap, linger_ms=5, max_batch_size=512 * 1024)
     await producer.start()
     try:
         value = b"x" * size
@@ -49,8 +49,7 @@ async def produce(bootstrap: str, records: int, size: int) -> None:
 
 async def read_with_aiokafka(bootstrap: str, records: int) -> tuple[float, float]:
     """Seconds and CPU seconds from the first fetch to the last record."""
-    consumer = AIOKafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id=None,
-                                auto_offset_reset="earliest", fetch_max_wait_ms=20)
+    consumer = kafka.reader(bootstrap, TOPIC, auto_offset_reset="earliest", fetch_max_wait_ms=20)
     await consumer.start()
     try:
         await consumer.seek_to_beginning()

@@ -61,6 +61,7 @@ from typing import Any
 import orjson
 
 from bench.fold_bench import make_bodies
+from omstream import kafka
 from omstream.client import OmClient
 from omstream.engine.fold import memory_key
 from omstream.engine.tokens import get_counter
@@ -312,14 +313,12 @@ class EventTimes:
         self._task: asyncio.Task | None = None
 
     async def start(self) -> None:
-        from aiokafka import AIOKafkaConsumer, TopicPartition
+        from aiokafka import TopicPartition
 
         topics = Topics(self.settings.namespace)
         layout = await partitions_of(self.settings.bootstrap, [topics.events, topics.dlq])
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.settings.bootstrap, group_id=None, enable_auto_commit=False,
-            auto_offset_reset="earliest", fetch_max_wait_ms=50,
-            max_partition_fetch_bytes=8 * 1024**2)
+        self._consumer = kafka.reader(self.settings, auto_offset_reset="earliest", fetch_max_wait_ms=50,
+                                      max_partition_fetch_bytes=8 * 1024**2)
         await self._consumer.start()
         # The dead letters too: a refused input never gets its events, so waiting on would hang.
         self._consumer.assign([TopicPartition(t, p) for t, parts in layout.items() for p in parts])
@@ -402,11 +401,8 @@ class Offsets:
         self._consumer: Any = None
 
     async def __aenter__(self) -> Offsets:
-        from aiokafka import AIOKafkaConsumer
-
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.settings.bootstrap, group_id=None, enable_auto_commit=False,
-            max_partition_fetch_bytes=16 * 1024**2, fetch_max_bytes=64 * 1024**2)
+        self._consumer = kafka.reader(self.settings, max_partition_fetch_bytes=16 * 1024**2,
+                                      fetch_max_bytes=64 * 1024**2)
         await self._consumer.start()
         return self
 
@@ -415,9 +411,7 @@ class Offsets:
 
     async def changelogs(self) -> list[str]:
         """The worker's table changelog topics: `<app_id>-<table>-changelog`."""
-        from aiokafka.admin import AIOKafkaAdminClient
-
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.settings.bootstrap)
+        admin = kafka.admin(self.settings)
         await admin.start()
         try:
             names = await admin.list_topics()

@@ -9,7 +9,7 @@ What runs
     partitions).  The bench produces the history straight to `<ns>.log` (messages of ~200
     tokens, user and assistant in turn, with the scripted observer and reflector and
     `messageTokens` 3000, so observation, buffering and reflection happen), then replays it
-    twice with `omstream.replay.replay` (the code of `om replay`, one worker):
+    twice with `omstream.versions.replay.replay` (the code of `om replay`, one worker):
 
     1. `cold`: every request is new, so each is a (scripted) model call that fills the cache;
     2. `warm`: the same configuration again under another name: every request is a cache hit.
@@ -42,10 +42,10 @@ from typing import Any
 from omstream.client import OmClient
 from omstream.engine.tokens import get_counter
 from omstream.infra.broker import Broker, free_port
-from omstream.replay import replay
 from omstream.schemas.messages import Message
 from omstream.settings import load_settings
 from omstream.topics import ensure_topics
+from omstream.versions.replay import ReplayProgress, replay
 
 from .e2e import CONFIG
 from .fold_bench import make_bodies
@@ -76,14 +76,15 @@ async def one_pass(settings, name: str) -> dict[str, Any]:
     progress(f"replay {name!r} ...")
     last = {"at": 0.0}
 
-    def show(f: dict[str, Any]) -> None:
+    def show(f: ReplayProgress) -> None:
         if time.monotonic() - last["at"] > 5:
             last["at"] = time.monotonic()
-            progress(f"  {name}: {f['folded']}/{f['total']} records, calls {f['modelCalls']}, "
-                     f"hits {f['cacheHits']}, {f['recordsPerS']} rec/s")
+            progress(f"  {name}: {f.folded}/{f.total} records, calls {f.model_calls}, "
+                     f"hits {f.cache_hits}, {f.records_per_s} rec/s")
 
-    figures = await replay(replace(settings, version=name), mode="settled", exit_when_caught_up=True,
-                           progress=show)
+    result = await replay(replace(settings, version=name), mode="settled", exit_when_caught_up=True,
+                          progress=show)
+    figures = result.to_json()
     progress(f"  {name}: {figures}")
     return figures
 

@@ -2,7 +2,8 @@
 
 The broker is the real thing: `kafka.Kafka` from `org.apache.kafka:kafka_2.13:4.0.2`, its runtime
 classpath copied by Maven (`infra/kafka/pom.xml`), run by the JVM on the machine, bound to
-127.0.0.1.  `om broker start|stop|status` and the integration-test harness both use this module.
+127.0.0.1.  `om broker start|stop|status` and the integration-test harness both use this module;
+its readiness probe builds its clients with `omstream.kafka`, as every other client of omstream.
 
 Lifecycle of a data directory::
 
@@ -26,6 +27,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from omstream import kafka
 from omstream.schemas.errors import OmError
 
 __all__ = [
@@ -253,15 +255,14 @@ def _alive(pid: int) -> bool:
 
 async def _probe(bootstrap: str) -> None:
     """Admin round trip, then produce and consume through a committed consumer group."""
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+    from aiokafka.admin import NewTopic
     from aiokafka.errors import TopicAlreadyExistsError
 
     host, port = bootstrap.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=1.0):
         pass
     topic = "__omstream_readiness"
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
+    admin = kafka.admin(bootstrap, request_timeout_ms=kafka.PROBE_TIMEOUT_MS)
     await admin.start()
     try:
         await admin.describe_cluster()
@@ -269,16 +270,13 @@ async def _probe(bootstrap: str) -> None:
             await admin.create_topics([NewTopic(topic, 1, 1)])
     finally:
         await admin.close()
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    producer = kafka.producer(bootstrap)
     await producer.start()
     try:
         meta = await producer.send_and_wait(topic, b"ping")
     finally:
         await producer.stop()
-    consumer = AIOKafkaConsumer(
-        topic, bootstrap_servers=bootstrap, group_id="__omstream_readiness",
-        auto_offset_reset="earliest", enable_auto_commit=False,
-    )
+    consumer = kafka.group_reader(bootstrap, "__omstream_readiness", topic, auto_offset_reset="earliest")
     await consumer.start()
     try:
         while True:

@@ -187,14 +187,16 @@ class _Conversation:
 
     def say(self, speaker: str, part: dict[str, Any]) -> None:
         """Add a content part, to the draft when the same speaker is filling it."""
-        if self.draft is None or self.draft["role"] != speaker:
-            self._start({"role": speaker, "content": []})
-        self.draft["content"].append(part)
+        draft = self.draft
+        if draft is None or draft["role"] != speaker:
+            draft = self._start({"role": speaker, "content": []})
+        draft["content"].append(part)
 
     def call(self, part: ToolCallPart) -> None:
-        if self.draft is None or self.draft["role"] != "assistant":
-            self._start({"role": "assistant", "content": []})
-        calls = self.draft.setdefault("tool_calls", [])
+        draft = self.draft
+        if draft is None or draft["role"] != "assistant":
+            draft = self._start({"role": "assistant", "content": []})
+        calls = draft.setdefault("tool_calls", [])
         if any(c["id"] == part.tool_call_id for c in calls):
             return  # the same call stored twice: one call, or providers see a duplicate id
         calls.append({

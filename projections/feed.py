@@ -21,12 +21,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from omstream import kafka
 from omstream.schemas.codec import decode_event
 from omstream.settings import Settings
 from omstream.topics import Topics, partitions_of
 
 from .context import ContextProjection
+
+if TYPE_CHECKING:
+    from aiokafka import AIOKafkaConsumer
 
 __all__ = ["ProjectionFeed"]
 
@@ -40,22 +45,20 @@ class ProjectionFeed:
         self.changed = asyncio.Condition()
         self.ready = False  # True once every partition is read up to its end offset at start
         self.applied: dict[int, int] = {}  # partition -> highest inputOffset applied
-        self._ends: dict = {}
-        self._consumer = None
+        self._ends: dict[Any, int] = {}  # aiokafka's TopicPartition -> end offset at start
+        self._consumer: AIOKafkaConsumer | None = None
 
     async def start(self) -> None:
-        from aiokafka import AIOKafkaConsumer, TopicPartition
+        from aiokafka import TopicPartition
 
         topic = Topics.of(self.settings).events
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.settings.bootstrap, enable_auto_commit=False, group_id=None,
-            isolation_level="read_committed")
-        await self._consumer.start()
+        self._consumer = consumer = kafka.reader(self.settings, isolation_level="read_committed")
+        await consumer.start()
         layout = await partitions_of(self.settings.bootstrap, [topic])
         parts = [TopicPartition(topic, p) for p in layout.get(topic, [])]
-        self._consumer.assign(parts)
-        await self._consumer.seek_to_beginning(*parts)
-        self._ends = await self._consumer.end_offsets(parts) if parts else {}
+        consumer.assign(parts)
+        await consumer.seek_to_beginning(*parts)
+        self._ends = await consumer.end_offsets(parts) if parts else {}
         await self._check_ready()
 
     async def stop(self) -> None:
@@ -84,6 +87,7 @@ class ProjectionFeed:
                 self.changed.notify_all()
 
     async def _check_ready(self) -> None:
+        assert self._consumer is not None
         for tp, end in self._ends.items():
             if await self._consumer.position(tp) < end:
                 return

@@ -29,8 +29,8 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from omstream.client import LogPosition
 from omstream.schemas.errors import OmError
+from omstream.schemas.positions import LogPosition
 from omstream.settings import Settings
 
 from .feed import ProjectionFeed
@@ -53,7 +53,7 @@ class Versions:
 
     def __init__(self, feed: ProjectionFeed) -> None:
         self.served = feed
-        self._others: dict[str, tuple[ProjectionFeed, asyncio.Task]] = {}
+        self._others: dict[str, tuple[ProjectionFeed, asyncio.Task[None]]] = {}
         self._lock = asyncio.Lock()
 
     async def feed(self, version: str | None) -> ProjectionFeed | None:
@@ -158,7 +158,7 @@ async def serve(settings: Settings, on_ready: Callable[[str], None] | None = Non
     versions = Versions(feed)
     runner = web.AppRunner(build_web_app(feed, versions))
     await runner.setup()
-    task: asyncio.Task | None = None
+    task: asyncio.Task[None] | None = None
     try:
         site = web.TCPSite(runner, settings.web_host, settings.web_port)
         try:

@@ -9,14 +9,15 @@
 Every record is keyed by its memory key, so all inputs of one memory land on one partition.
 Token counts are taken here, once, with the configured counter, and travel with the message.
 
-Every send returns the log position(s) it wrote (`LogPosition`, partition and offset).  Passed
-as `after` to `context` (or `GET /threads/{id}/context?after=<partition>:<offset>`), it makes the
-read wait until the fold's output for that record is in the projection.  That holds for the
-records whose fold always emits an event: an accepted message (`om-message-accepted`) and a step
-with memory enabled (`data-om-status`), also when a blocking cycle held them (their events come
-when the cycle ends, which is what the reader should wait for).  A turn end, a command that
-changes nothing or a duplicate message may emit nothing: `after` with their position is met
-only by a later event of the partition, otherwise the read times out and says it is stale.
+Every send returns the log position(s) it wrote (`LogPosition`, partition and offset, of
+`omstream.schemas.positions`).  Passed as `after` to `context` (or
+`GET /threads/{id}/context?after=<partition>:<offset>`), it makes the read wait until the fold's
+output for that record is in the projection.  That holds for the records whose fold always emits
+an event: an accepted message (`om-message-accepted`) and a step with memory enabled
+(`data-om-status`), also when a blocking cycle held them (their events come when the cycle ends,
+which is what the reader should wait for).  A turn end, a command that changes nothing or a
+duplicate message may emit nothing: `after` with their position is met only by a later event of
+the partition, otherwise the read times out and says it is stale.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from omstream.engine.fold import memory_key
 from omstream.schemas.codec import decode_input, encode
@@ -39,30 +40,17 @@ from omstream.schemas.control import (
     TurnEnded,
 )
 from omstream.schemas.messages import Message
+from omstream.schemas.positions import LogPosition
 
-from .conversation import turns
+from . import kafka
+from .conversation import ConversationRecord, turns
 from .settings import Settings
 from .topics import Topics, memory_partition, partitions_of, read_until_end
 
-__all__ = ["LogPosition", "OmClient", "known_thread"]
+if TYPE_CHECKING:
+    from aiokafka import AIOKafkaProducer
 
-
-class LogPosition(NamedTuple):
-    """Where a record was written in `<ns>.log`; `str()` is the `after=` form `partition:offset`."""
-
-    partition: int
-    offset: int
-
-    def __str__(self) -> str:
-        return f"{self.partition}:{self.offset}"
-
-    @classmethod
-    def parse(cls, text: str) -> LogPosition:
-        """`"1:42"` -> `LogPosition(1, 42)`; `ValueError` for anything else."""
-        partition, sep, offset = text.partition(":")
-        if not sep or not partition.isdigit() or not offset.isdigit():
-            raise ValueError(f"a log position is <partition>:<offset>, not {text!r}")
-        return cls(int(partition), int(offset))
+__all__ = ["OmClient", "known_thread"]
 
 
 def _position(metadata: Any) -> LogPosition:
@@ -73,14 +61,10 @@ class OmClient:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.topics = Topics.of(settings)
-        self._producer = None
+        self._producer: AIOKafkaProducer | None = None
 
     async def __aenter__(self) -> OmClient:
-        from aiokafka import AIOKafkaProducer
-
-        self._producer = AIOKafkaProducer(
-            bootstrap_servers=self.settings.bootstrap, acks="all", enable_idempotence=True,
-        )
+        self._producer = kafka.idempotent_producer(self.settings)
         await self._producer.start()
         return self
 
@@ -142,12 +126,13 @@ class OmClient:
             thread_id=thread_id, resource_id=resource_id, prompt=prompt,
             at=datetime.now(UTC), request_id=request_id))
 
-    async def play(self, messages: Iterable[Message],
+    async def play(self, messages: Iterable[ConversationRecord],
                    after_step: Callable[[int], Awaitable[None]] | None = None) -> list[LogPosition]:
         """Send a conversation as an agent loop would: each user message, its step 0, the
-        replies, the turn's end.  `after_step(n)` runs after the n-th step was sent (a pause,
-        or waiting for the memory to settle); the last position returned so far is that step's.
-        Returns every record's position, in order."""
+        replies, the turn's end (a command of a conversation file where it stands).
+        `after_step(n)` runs after the n-th step was sent (a pause, or waiting for the memory to
+        settle); the last position returned so far is that step's.  Returns every record's
+        position, in order."""
         steps, positions = 0, []
         for record in turns(messages):
             if isinstance(record, Message):
@@ -190,7 +175,8 @@ class OmClient:
                 if r.status == 404:
                     return None
                 r.raise_for_status()
-                return await r.json()
+                window: dict[str, Any] = await r.json()
+                return window
 
     @property
     def web_url(self) -> str:

@@ -64,7 +64,7 @@ class ExportSummary:
     memory_key: str
     thread: str | None
     written: int = 0
-    skipped: Tally = field(default_factory=Tally)
+    skipped: Tally[str] = field(default_factory=Tally)
 
     def line(self) -> str:
         """The one line `om export` prints to stderr."""

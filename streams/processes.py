@@ -48,7 +48,7 @@ def port_in_use(port: int, setting: str, option: str | None = None) -> str:
 def busy_ports(settings: Settings, *, broker: bool) -> list[str]:
     """The reasons `om demo` cannot listen where configured: the web port, and the broker's
     ports when it would start the broker itself."""
-    wanted = [(settings.web_host, settings.web_port, "web_port", "--port")]
+    wanted: list[tuple[str, int, str, str | None]] = [(settings.web_host, settings.web_port, "web_port", "--port")]
     if broker:
         wanted += [("127.0.0.1", settings.broker_port, "broker_port", None),
                    ("127.0.0.1", settings.controller_port, "controller_port", None)]
@@ -57,7 +57,7 @@ def busy_ports(settings: Settings, *, broker: bool) -> list[str]:
 
 
 def start_child(settings: Settings, command: str, log: Path, *,
-                dies_with_parent: bool = False) -> subprocess.Popen:
+                dies_with_parent: bool = False) -> subprocess.Popen[bytes]:
     """`om <command>` with the same settings, output appended to `log`.  `dies_with_parent`:
     the child is killed when this process dies, however it dies (Linux), so a killed `om
     replay` leaves no worker folding on its own."""
@@ -85,7 +85,7 @@ def _die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def stop_child(proc: subprocess.Popen, *, kill: bool = False, timeout: float = 20.0) -> None:
+def stop_child(proc: subprocess.Popen[bytes], *, kill: bool = False, timeout: float = 20.0) -> None:
     """SIGTERM the child's group and wait; SIGKILL when asked to or when it does not stop."""
     if proc.poll() is not None:
         return

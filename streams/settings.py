@@ -35,7 +35,7 @@ import json
 import os
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -46,8 +46,8 @@ from omstream.limits import Limits
 from omstream.schemas.config import OmConfig, OmConfigError, Problem, load_om_config
 from omstream.schemas.errors import OmError
 
-__all__ = ["LIVE", "Settings", "SettingsError", "env_problems", "file_problems", "load_settings",
-           "read_config_file"]
+__all__ = ["LIVE", "VERSION_NAME", "Settings", "SettingsError", "env_problems", "file_problems", "load_settings",
+           "read_config_file", "versioned_name"]
 
 ENV_PREFIX = "OM_"
 CONFIG_ENV = "OM_CONFIG"
@@ -124,9 +124,13 @@ class Settings:
     @property
     def app_id(self) -> str:
         """The consumer group and table prefix of this version's worker."""
-        if self.version == LIVE:
-            return f"omstream-{self.namespace}"
-        return f"omstream-{self.namespace}.v.{self.version}"
+        return versioned_name(f"omstream-{self.namespace}", self.version)
+
+
+def versioned_name(name: str, version: str) -> str:
+    """A name of the live version as it is, another version's with `.v.<version>` appended: the
+    live version keeps the names it had before versions existed (topics, group, tables)."""
+    return name if version == LIVE else f"{name}.v.{version}"
 
 
 class SettingsError(OmError, ValueError):
@@ -145,7 +149,7 @@ _NAMESPACE = re.compile(r"[A-Za-z0-9._-]{1,200}")
 VERSION_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,47}")
 
 
-def _one_line(text: str, limit: int = 240) -> str:
+def _one_line(text: object, limit: int = 240) -> str:
     line = " ".join(str(text).split())
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
@@ -237,7 +241,7 @@ _AT_LEAST_ONE = ("max_record_bytes", "max_depth", "max_parts", "max_text_chars",
                  "job_deadline_ms", "batch_max", "memory_batch_max", "local_slots")
 
 
-def _checked(name: str, raw: Any, convert) -> Any:
+def _checked(name: str, raw: Any, convert: Callable[[str, Any], Any]) -> Any:
     value = convert(_KINDS[name], raw)
     problem = _out_of_range(name, value)
     if problem:
@@ -279,7 +283,7 @@ def _env_values(env: Mapping[str, str]) -> tuple[dict[str, Any], list[Problem]]:
     return values, problems
 
 
-def _table_problems(data: Mapping) -> list[Problem]:
+def _table_problems(data: Mapping[Any, Any]) -> list[Problem]:
     """Top-level names other than the two tables (a bare option here would be ignored)."""
     known = (RUNTIME_TABLE, *OPTIONS_TABLES)
     return [Problem(str(key), f"unknown table{_guess(str(key), known)}; a settings file holds "

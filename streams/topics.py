@@ -18,11 +18,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omstream.schemas.errors import OmError
 
-from .settings import LIVE, Settings
+from . import kafka
+from .settings import LIVE, Settings, versioned_name
+
+if TYPE_CHECKING:
+    from aiokafka.admin import AIOKafkaAdminClient
 
 __all__ = ["TopicLayoutError", "TopicSpec", "Topics", "ensure_topics", "memory_partition", "partitions_of",
            "read_until_end"]
@@ -70,7 +74,7 @@ class Topics:
 
     @property
     def _prefix(self) -> str:
-        return self.namespace if self.version == LIVE else f"{self.namespace}.v.{self.version}"
+        return versioned_name(self.namespace, self.version)
 
     @property
     def jobs(self) -> str:
@@ -106,10 +110,10 @@ class Topics:
 
 async def ensure_topics(settings: Settings) -> list[str]:
     """Create missing topics; refuse existing ones whose partition count differs. Returns created."""
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+    from aiokafka.admin import NewTopic
 
     specs = Topics.of(settings).specs(settings)
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap, request_timeout_ms=15000)
+    admin = kafka.admin(settings, request_timeout_ms=kafka.TOPICS_TIMEOUT_MS)
     await admin.start()
     try:
         existing = set(await admin.list_topics())
@@ -137,19 +141,19 @@ async def ensure_topics(settings: Settings) -> list[str]:
         await admin.close()
 
 
-async def _partition_counts(admin, names: list[str], *, tries: int = 50) -> dict[str, int]:
+async def _partition_counts(admin: AIOKafkaAdminClient, names: list[str], *, tries: int = 50) -> dict[str, int]:
     """Partition count per topic.  A topic created a moment ago may show no partitions yet in
     the broker's metadata: ask again (up to about 5 s) rather than report a false mismatch."""
     for _ in range(tries):
         described = await admin.describe_topics(names)
-        counts = {d["topic"]: len(d["partitions"]) for d in described}
+        counts: dict[str, int] = {d["topic"]: len(d["partitions"]) for d in described}
         if all(counts.get(name) for name in names):
             break
         await asyncio.sleep(0.1)
     return counts
 
 
-def _created_elsewhere(response) -> set[str]:
+def _created_elsewhere(response: Any) -> set[str]:
     """Topics the broker says exist already; raises for any other refusal."""
     from aiokafka.errors import TopicAlreadyExistsError, for_code
 
@@ -165,9 +169,7 @@ def _created_elsewhere(response) -> set[str]:
 
 async def partitions_of(bootstrap: str, names: list[str]) -> dict[str, list[int]]:
     """Partition numbers of existing topics, from the broker's metadata."""
-    from aiokafka.admin import AIOKafkaAdminClient
-
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    admin = kafka.admin(bootstrap, request_timeout_ms=kafka.TOPICS_TIMEOUT_MS)
     await admin.start()
     try:
         described = await admin.describe_topics(names)
@@ -181,17 +183,17 @@ def memory_partition(key: bytes, partitions: list[int]) -> int:
     sends): the one partition of `<ns>.log` that holds that memory."""
     from aiokafka.partitioner import DefaultPartitioner
 
-    return DefaultPartitioner()(key, partitions, None)
+    return int(DefaultPartitioner()(key, partitions, None))
 
 
 async def read_until_end(bootstrap: str, topic: str, partitions: list[int],
                          progress: Callable[[int, int], Any] | None = None) -> AsyncIterator[Any]:
     """The records of the partitions, from their start to the end offsets taken now, each
     partition's in order; `progress(read, total)` after each fetch."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka import TopicPartition
 
     parts = [TopicPartition(topic, p) for p in partitions]
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    consumer = kafka.reader(bootstrap)
     await consumer.start()
     try:
         consumer.assign(parts)

@@ -16,11 +16,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from omstream.schemas.codec import encode
 from omstream.schemas.jobs import ModelJob, ModelResult
 
+from .. import kafka
 from ..signing import HEADER, sign, signed
+
+if TYPE_CHECKING:
+    from aiokafka import AIOKafkaConsumer
+    from rocksdict import Rdict
 
 __all__ = ["ResultCache", "answer_from"]
 
@@ -47,14 +53,14 @@ class ResultCache:
     def __init__(self, bootstrap: str, topic: str, path: Path, key: bytes) -> None:
         self.bootstrap, self.topic, self.path, self._key = bootstrap, topic, path, key
         self.refused = 0
-        self._db = None
-        self._consumer = None
-        self._follow: asyncio.Task | None = None
+        self._db: Rdict | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._follow: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Open the local table and read the topic up to its current end (so every answer
         recorded before this worker started is served), then follow it in the background."""
-        from aiokafka import AIOKafkaConsumer, TopicPartition
+        from aiokafka import TopicPartition
         from rocksdict import Options, Rdict
 
         from ..topics import partitions_of
@@ -62,29 +68,31 @@ class ResultCache:
         if self._db is not None:
             return  # started before (the model agent restarted)
         self.path.mkdir(parents=True, exist_ok=True)
-        self._db = Rdict(str(self.path), options=Options(raw_mode=True))
+        self._db = db = Rdict(str(self.path), options=Options(raw_mode=True))
         partitions = (await partitions_of(self.bootstrap, [self.topic])).get(self.topic, [])
         tps = [TopicPartition(self.topic, p) for p in partitions]
-        self._consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
-                                          enable_auto_commit=False, auto_offset_reset="earliest")
-        await self._consumer.start()
-        self._consumer.assign(tps)
+        self._consumer = consumer = kafka.reader(self.bootstrap, auto_offset_reset="earliest")
+        await consumer.start()
+        consumer.assign(tps)
         for tp in tps:
-            stored = self._db.get(_OFFSET + str(tp.partition).encode())
+            stored = db.get(_OFFSET + str(tp.partition).encode())
             if stored is not None:
-                self._consumer.seek(tp, int(stored) + 1)
-        ends = await self._consumer.end_offsets(tps)
+                consumer.seek(tp, int(stored) + 1)
+        ends = await consumer.end_offsets(tps)
         loaded = 0
-        while [tp for tp, end in ends.items() if await self._consumer.position(tp) < end]:
-            loaded += self._take(await self._consumer.getmany(timeout_ms=500, max_records=5000))
+        while [tp for tp, end in ends.items() if await consumer.position(tp) < end]:
+            loaded += self._take(await consumer.getmany(timeout_ms=500, max_records=5000))
         log.info("result cache loaded", extra={"entries": loaded, "refused": self.refused})
-        self._follow = asyncio.create_task(self._follow_topic())
+        self._follow = asyncio.create_task(self._follow_topic(consumer))
 
-    async def _follow_topic(self) -> None:
+    async def _follow_topic(self, consumer: AIOKafkaConsumer) -> None:
         while True:
-            self._take(await self._consumer.getmany(timeout_ms=1000, max_records=5000))
+            self._take(await consumer.getmany(timeout_ms=1000, max_records=5000))
 
-    def _take(self, fetched) -> int:
+    def _take(self, fetched: dict[Any, list[Any]]) -> int:
+        """Keep the signed entries of a fetch (aiokafka's partitions to records) and the
+        positions read."""
+        assert self._db is not None, "start the cache first"
         taken = 0
         for tp, records in fetched.items():
             for record in records:

@@ -52,13 +52,14 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from omstream.client import LogPosition, OmClient
+from omstream.client import OmClient
 from omstream.engine.parsing import parse_observer_output
 from omstream.infra.broker import Broker, BrokerError, free_port
 from omstream.models.scripted import planned_failure
 from omstream.projections.context import ContextProjection
 from omstream.schemas.codec import decode_event
 from omstream.schemas.messages import Message
+from omstream.schemas.positions import LogPosition
 from omstream.topics import Topics, partitions_of
 from tests.helpers import T0, text_of
 from tests.integration.conftest import Env

@@ -75,7 +75,7 @@ def test_topics_of_another_partition_count_are_one_line_not_a_traceback(new_env,
 def test_om_tail_prints_a_re_sent_event_once(new_env):
     from io import StringIO
 
-    from omstream.cli import tail
+    from omstream.cli.tail import tail
     from omstream.schemas.codec import encode
     from tests.helpers import engine, fold_inputs
 

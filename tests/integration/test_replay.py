@@ -34,11 +34,11 @@ import pytest
 from omstream.client import OmClient
 from omstream.conversation import read_conversation
 from omstream.export import export
-from omstream.replay import Watch
 from omstream.schemas.messages import Message
 from omstream.settings import load_settings
 from omstream.simulation import simulate
 from omstream.topics import Topics, partitions_of
+from omstream.versions.watch import Watch
 from tests.integration.options import om_options
 from tests.integration.support import Server, final_states, read_all
 from tests.scenarios.test_long_thread import SCENARIO

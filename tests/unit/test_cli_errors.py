@@ -184,7 +184,7 @@ async def test_serve_announces_itself_only_once_bound(monkeypatch):
 
 
 def test_unknown_thread_reason():
-    from omstream.cli import unknown_thread
+    from omstream.cli.manual import unknown_thread
     from omstream.schemas.config import OmConfig
     from omstream.settings import Settings
 
@@ -194,3 +194,33 @@ def test_unknown_thread_reason():
         "(check the id, and omstream.namespace / OM_NAMESPACE)")
     resource_scope = Settings(om=OmConfig.model_validate({"scope": "resource"}))
     assert unknown_thread(resource_scope, "t9", None).endswith("name its resource with --resource)")
+
+
+def test_every_error_of_a_command_ends_in_one_place():
+    import argparse
+
+    from omstream.cli.common import CommandError, failure
+    from omstream.export import UnknownVersion
+    from omstream.infra.broker import BrokerError
+    from omstream.models.local import LocalModelMissing
+    from omstream.schemas.errors import OmError
+
+    export = argparse.Namespace(command="export", config=None)
+    assert failure(export, UnknownVersion("no such version")) == (["om export: no such version"], 2)
+    assert failure(export, CommandError("nothing of it", 2)) == (["om export: nothing of it"], 2)
+    assert failure(export, OmError("refused")) == (["om export: refused"], 1)
+    assert failure(export, RuntimeError("a bug")) is None  # kept as a traceback
+    broker = argparse.Namespace(command="broker", action="start", config=None)
+    assert failure(broker, BrokerError("no java")) == (["om broker start: no java"], 1)
+    model = argparse.Namespace(command="model", action="status", config=None)
+    assert failure(model, LocalModelMissing("unknown")) == (["om model status: unknown"], 2)
+
+
+def test_the_read_side_loads_no_writer():
+    import subprocess
+    import sys
+
+    code = ("import sys, omstream.projections.web; "
+            "print(sorted(m for m in ('omstream.client', 'omstream.conversation', 'aiokafka') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,6 +1,6 @@
 """`om tail` and the demo print one readable line per event, never the raw JSON."""
 
-from omstream.cli import describe_event
+from omstream.cli.tail import describe_event
 from omstream.engine.fold import fold
 from tests.helpers import engine, fold_inputs, message, scripted_result
 

@@ -11,7 +11,8 @@ from datetime import timedelta
 import orjson
 import pytest
 
-from omstream.cli import main, produce_file
+from omstream.cli import main
+from omstream.cli.conversations import produce_file
 from omstream.export import ExportSummary, Selection, choose, refused_positions
 from omstream.schemas.codec import encode
 from omstream.schemas.control import ResourceDeleted, StepStarted, TurnEnded

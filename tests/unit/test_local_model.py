@@ -7,7 +7,7 @@ import zipfile
 
 import pytest
 
-from omstream.demo import SCRIPTED, demo_models
+from omstream.cli.demo import SCRIPTED, demo_models
 from omstream.models import local
 
 

@@ -7,12 +7,12 @@ import asyncio
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from omstream.client import LogPosition
 from omstream.engine.fold import fold, new_state
 from omstream.projections.feed import ProjectionFeed
 from omstream.projections.web import build_web_app
 from omstream.schemas.codec import encode
 from omstream.schemas.control import StepStarted
+from omstream.schemas.positions import LogPosition
 from omstream.settings import Settings
 from tests.helpers import engine, message
 

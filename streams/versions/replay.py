@@ -6,7 +6,7 @@ replay is crash recovery under another name and configuration: Ctrl-C stops it, 
 again resumes from its committed position, and once it has caught up it keeps following the
 log like any worker.
 
-How it applies model results is chosen from the registry (`omstream.versions`):
+How it applies model results is chosen from the registry (`omstream.versions.registry`):
 
 - **follow**, when its configuration is the live version's (same digest): it applies the
   results the live version recorded, where the log has them, as a crash recovery does, and so
@@ -24,18 +24,22 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from omstream.schemas.errors import OmError
 
-from .processes import start_child, stop_child
-from .settings import LIVE, Settings
-from .topics import Topics, ensure_topics, partitions_of
-from .versions import Registry, WorkerStats, read_registry, register, stats_path, version_info
+from .. import kafka
+from ..processes import start_child, stop_child
+from ..settings import LIVE, Settings
+from ..topics import Topics, ensure_topics, partitions_of
+from .registry import Registry, read_registry, register, version_info
+from .stats import StatsSummary, WorkerStats, stats_path
+from .watch import Positions, Watch
 
-__all__ = ["Positions", "ReplayRefused", "choose_mode", "replay"]
+__all__ = ["ReplayProgress", "ReplayRefused", "ReplayResult", "choose_mode", "replay"]
 
 
 class ReplayRefused(OmError, ValueError):
@@ -51,54 +55,48 @@ def choose_mode(registry: Registry, digest: str, asked: str) -> str:
 
 
 @dataclass(frozen=True)
-class Positions:
+class ReplayProgress:
+    """Where a replay stands, as it is polled (about twice a second)."""
+
     folded: int  # input-log records the version has committed
     total: int  # records in the input log
-    jobs_done: int
-    jobs_total: int
+    memories: int
+    model_calls: int
+    cache_hits: int
+    records_per_s: float  # since the replay started, the worker's start-up included
+    eta_s: float
+    elapsed_s: float
+    caught_up: bool = False  # the log folded and every job answered, seen twice in a row
+    # Folding time, the worker's start-up left out, once it has caught up (positions are polled
+    # twice a second and committed about once a second: a short replay's figure is coarse).
+    fold_s: float | None = None
+    fold_records_per_s: float | None = None
 
-    @property
-    def caught_up(self) -> bool:
-        return self.folded >= self.total and self.jobs_done >= self.jobs_total
+    def to_json(self) -> dict[str, Any]:
+        """As `om replay` prints it (with the final figures of `ReplayResult`)."""
+        figures: dict[str, Any] = {
+            "folded": self.folded, "total": self.total, "memories": self.memories,
+            "modelCalls": self.model_calls, "cacheHits": self.cache_hits, "recordsPerS": self.records_per_s,
+            "etaS": self.eta_s, "elapsedS": self.elapsed_s, "caughtUp": self.caught_up}
+        if self.fold_s is not None:
+            figures.update(foldS=self.fold_s, foldRecordsPerS=self.fold_records_per_s)
+        return figures
 
 
-class Watch:
-    """The version's committed positions against the ends of the input log and its jobs."""
+@dataclass(frozen=True)
+class ReplayResult:
+    """A finished replay: its version, how it folded, its last progress and the worker's figures."""
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.topics = Topics.of(settings)
-        self._admin = self._consumer = None
-        self._tps: list = []
+    version: str
+    fold_mode: str
+    progress: ReplayProgress
+    stats: StatsSummary
 
-    async def start(self) -> None:
-        from aiokafka import AIOKafkaConsumer, TopicPartition
-        from aiokafka.admin import AIOKafkaAdminClient
-
-        layout = await partitions_of(self.settings.bootstrap, [self.topics.log, self.topics.jobs])
-        self._tps = [TopicPartition(t, p) for t in (self.topics.log, self.topics.jobs) for p in layout.get(t, [])]
-        self._admin = AIOKafkaAdminClient(bootstrap_servers=self.settings.bootstrap)
-        await self._admin.start()
-        self._consumer = AIOKafkaConsumer(bootstrap_servers=self.settings.bootstrap, group_id=None)
-        await self._consumer.start()
-
-    async def positions(self) -> Positions:
-        ends = await self._consumer.end_offsets(self._tps)
-        committed = await self._admin.list_consumer_group_offsets(self.settings.app_id)
-        done = {tp: (committed[tp].offset if tp in committed and committed[tp].offset >= 0 else 0)
-                for tp in self._tps}
-        log, jobs = self.topics.log, self.topics.jobs
-        return Positions(
-            folded=sum(min(done[tp], ends[tp]) for tp in self._tps if tp.topic == log),
-            total=sum(ends[tp] for tp in self._tps if tp.topic == log),
-            jobs_done=sum(min(done[tp], ends[tp]) for tp in self._tps if tp.topic == jobs),
-            jobs_total=sum(ends[tp] for tp in self._tps if tp.topic == jobs))
-
-    async def stop(self) -> None:
-        if self._consumer is not None:
-            await self._consumer.stop()
-        if self._admin is not None:
-            await self._admin.close()
+    def to_json(self) -> dict[str, Any]:
+        """The progress figures, the version, and the worker's figures (they replace the progress
+        figures of the same name: read after the worker wrote its last)."""
+        return {**self.progress.to_json(), "version": self.version, "foldMode": self.fold_mode,
+                **self.stats.to_json()}
 
 
 async def prepare(settings: Settings, mode: str, start: datetime | None = None) -> Settings:
@@ -128,12 +126,11 @@ async def prepare(settings: Settings, mode: str, start: datetime | None = None) 
 async def start_at(settings: Settings, when: datetime) -> bool:
     """Start a new version's group at the first log record of `when` or later (the records
     before are not its inputs); a version that has committed a position keeps it.  True if set."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka import TopicPartition
 
     topic = Topics.of(settings).log
     parts = [TopicPartition(topic, p) for p in (await partitions_of(settings.bootstrap, [topic]))[topic]]
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=settings.app_id,
-                                enable_auto_commit=False)
+    consumer = kafka.group_reader(settings, settings.app_id)
     await consumer.start()
     try:
         consumer.assign(parts)
@@ -147,19 +144,20 @@ async def start_at(settings: Settings, when: datetime) -> bool:
         await consumer.stop()
 
 
-def _figures(p: Positions, stats: WorkerStats, started: float, first: int) -> dict[str, Any]:
+def _progress(p: Positions, stats: WorkerStats, started: float, first: int) -> ReplayProgress:
     elapsed = max(time.monotonic() - started, 1e-6)
     rate = (p.folded - first) / elapsed
     left = p.total - p.folded
     summary = stats.summary()
-    return {"folded": p.folded, "total": p.total, "memories": summary["memories"],
-            "modelCalls": summary["modelCalls"], "cacheHits": summary["cacheHits"],
-            "recordsPerS": round(rate, 1), "etaS": round(left / rate, 1) if rate > 0 and left else 0.0,
-            "elapsedS": round(elapsed, 1)}
+    return ReplayProgress(folded=p.folded, total=p.total, memories=summary.memories,
+                          model_calls=summary.model_calls, cache_hits=summary.cache_hits,
+                          records_per_s=round(rate, 1), eta_s=round(left / rate, 1) if rate > 0 and left else 0.0,
+                          elapsed_s=round(elapsed, 1))
 
 
 async def replay(settings: Settings, *, mode: str = "auto", exit_when_caught_up: bool = False,
-                 start: datetime | None = None, progress: Any = None) -> dict[str, Any]:
+                 start: datetime | None = None,
+                 progress: Callable[[ReplayProgress], Any] | None = None) -> ReplayResult:
     """Run the version's worker and watch it until it has caught up (when asked to stop then)
     or until interrupted; the final figures.  `start`: fold the log from this time on (a new
     version).  `progress(figures)` is called about twice a second."""
@@ -170,38 +168,34 @@ async def replay(settings: Settings, *, mode: str = "auto", exit_when_caught_up:
     watch = Watch(settings)
     stats_file = stats_path(settings)
     started = time.monotonic()
-    figures: dict[str, Any] = {}
     try:
         await watch.start()
         first = (await watch.positions()).folded
         settled_polls = 0
-        moving = caught = None  # when the first progress was seen, and when it caught up
+        moving: float | None = None  # when the first progress was seen
+        caught: float | None = None  # when it caught up
         while True:
             if child.poll() is not None:
                 raise RuntimeError(f"the replay worker exited with status {child.returncode}; see {log_file}")
             p = await watch.positions()
             now = time.monotonic()
             moving = moving or (now if p.folded > first else None)
-            figures = _figures(p, WorkerStats.load(stats_file), started, first)
-            if progress is not None:
-                progress(figures)
+            figures = _progress(p, WorkerStats.load(stats_file), started, first)
             # Twice in a row: a result folded just now may have made a job the broker has not
             # shown yet.
             settled_polls = settled_polls + 1 if p.caught_up else 0
             caught = (caught or now) if p.caught_up else None
-            figures["caughtUp"] = settled_polls >= 2
+            figures = replace(figures, caught_up=settled_polls >= 2)
             if moving and caught:
-                # Folding time, the worker's start-up left out (positions are polled twice a
-                # second and committed about once a second: a short replay's figure is coarse).
-                figures["foldS"] = round(caught - moving + 0.5, 1)
-                figures["foldRecordsPerS"] = round((p.folded - first) / figures["foldS"], 1)
-            if figures["caughtUp"] and exit_when_caught_up:
+                fold_s = round(caught - moving + 0.5, 1)
+                figures = replace(figures, fold_s=fold_s, fold_records_per_s=round((p.folded - first) / fold_s, 1))
+            if progress is not None:
+                progress(figures)
+            if figures.caught_up and exit_when_caught_up:
                 await asyncio.sleep(1.2)  # the worker writes its figures every second
                 break
             await asyncio.sleep(0.5)
     finally:
         await watch.stop()
         stop_child(child)
-    figures.update(version=settings.version, foldMode=settings.fold_mode,
-                   **{k: v for k, v in WorkerStats.load(stats_file).summary().items()})
-    return figures
+    return ReplayResult(settings.version, settings.fold_mode, figures, WorkerStats.load(stats_file).summary())

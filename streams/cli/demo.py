@@ -11,6 +11,7 @@ The Observer and Reflector are `local/qwen2.5-1.5b` (installed on first use, 1.1
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import signal
@@ -18,19 +19,26 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from .processes import busy_ports, local_broker, start_child, stop_child
-from .settings import Settings
+from .common import EXAMPLES, CommandError, CommandMaker, port_number, settings_of
+from .tail import tail
 
-__all__ = ["run_demo"]
+if TYPE_CHECKING:
+    from ..conversation import ConversationRecord
+    from ..settings import Settings
+
+__all__ = ["SCRIPTED", "add_commands", "demo_models", "run_demo"]
 
 
-def _get(url: str) -> dict | None:
+def _get(url: str) -> dict[str, Any] | None:
     try:
         with urllib.request.urlopen(url, timeout=5) as response:
-            return json.loads(response.read())
+            answer: dict[str, Any] = json.loads(response.read())
+            return answer
     except OSError:
         return None
 
@@ -45,7 +53,7 @@ SCRIPTED = ("scripted/observer", "scripted/reflector")
 def demo_models(model: str | None) -> tuple[str, str]:
     """The demo's (observer, reflector): `--model` for both, the scripted pair for `scripted`,
     else the offline local model."""
-    from .models.local import DEFAULT_MODEL
+    from ..models.local import DEFAULT_MODEL
 
     if model == "scripted":
         return SCRIPTED
@@ -56,7 +64,7 @@ def _with_models(settings: Settings, models: tuple[str, str]) -> Settings:
     """The settings with these models, written to a file the worker and web server read."""
     from omstream.schemas.config import load_om_config
 
-    from .settings import read_config_file
+    from ..settings import read_config_file
 
     data = read_config_file(settings.config_file) if settings.config_file else {}
     options = data.setdefault("observationalMemory", {})
@@ -67,23 +75,21 @@ def _with_models(settings: Settings, models: tuple[str, str]) -> Settings:
     return replace(settings, om=load_om_config(options), config_file=path)
 
 
-def _ensure_local(models: tuple[str, str]) -> bool:
-    from .models import local
+def _ensure_local(models: tuple[str, str]) -> None:
+    from ..models import local
 
     for model in sorted(set(models)):
         if local.is_local(model) and not local.is_installed(model):
             try:
                 local.install(model)
             except (OSError, ValueError, subprocess.CalledProcessError) as exc:
-                print(f"om demo: cannot install {model}: {exc}", file=sys.stderr)
-                return False
-    return True
+                raise CommandError(f"cannot install {model}: {exc}") from None
 
 
 def run_demo(settings: Settings, conversation: Path, *, stay: bool, model: str | None = None) -> int:
-    from .cli import tail
-    from .conversation import read_conversation
-    from .topics import ensure_topics
+    from ..conversation import read_conversation
+    from ..processes import busy_ports, local_broker, start_child, stop_child
+    from ..topics import ensure_topics
 
     broker = local_broker(settings)
     owned_broker = broker.pid() is None
@@ -110,8 +116,7 @@ def run_demo(settings: Settings, conversation: Path, *, stay: bool, model: str |
               flush=True)
     else:
         print(f"models: observer {models[0]}, reflector {models[1]}", flush=True)
-    if not _ensure_local(models):
-        return 1
+    _ensure_local(models)
     print("1/5 resolving Kafka from Maven Central and starting the broker ...", flush=True)
     if owned_broker:
         broker.start()
@@ -141,8 +146,7 @@ def run_demo(settings: Settings, conversation: Path, *, stay: bool, model: str |
         asyncio.run(_play(settings, records))
         print(f"4/5 lifecycle events (the observer is {models[0]}"
               f"{', one to two minutes a call on two cores' if models[0].startswith('local/') else ''}):", flush=True)
-        done = asyncio.run(_follow(settings, base, threads, len(records), tail,
-                                   patience=900 if real else 180))
+        done = asyncio.run(_follow(settings, base, threads, len(records), patience=900 if real else 180))
         print(f"5/5 context windows{'' if done else ' (still settling)'}:")
         for thread in threads:
             ctx = _get(f"{base}/threads/{thread}/context?wait=0") or {}
@@ -166,7 +170,7 @@ def run_demo(settings: Settings, conversation: Path, *, stay: bool, model: str |
             broker.stop()
 
 
-def _worker_ready(log: Path, start: int, worker, timeout: float = 120) -> bool:
+def _worker_ready(log: Path, start: int, worker: subprocess.Popen[bytes], timeout: float = 120) -> bool:
     """Wait until this run's worker can call models ("model agent ready": litellm imported), so
     the conversation is played to a live worker rather than queued for a cold one."""
     deadline = time.monotonic() + timeout
@@ -179,27 +183,27 @@ def _worker_ready(log: Path, start: int, worker, timeout: float = 120) -> bool:
     return False
 
 
-async def _play(settings: Settings, messages: list, pause: float = 0.6) -> None:
+async def _play(settings: Settings, messages: Sequence[ConversationRecord], pause: float = 0.6) -> None:
     """Play the conversation as an agent loop, pausing after each step so background buffering
     has time to work before the threshold is reached."""
-    from .client import OmClient
+    from ..client import OmClient
 
     async with OmClient(settings) as client:
         await client.play(messages, after_step=lambda _: asyncio.sleep(pause))
 
 
-async def _follow(settings: Settings, base: str, threads: list[str], total: int, tail,
-                  patience: float) -> bool:
-    """Print events until every message is observed or raw in a settled context (at most
-    `patience` seconds)."""
+async def _follow(settings: Settings, base: str, threads: list[str], total: int, patience: float) -> bool:
+    """Print events (as `om tail` does) until every message is observed or raw in a settled
+    context (at most `patience` seconds)."""
     printer = asyncio.create_task(tail(settings, thread=None, from_beginning=True, as_json=False,
                                        count=None, statuses=False, messages=False))
     try:
         deadline = time.monotonic() + patience
         while time.monotonic() < deadline:
             await asyncio.sleep(1)
-            views = [await asyncio.to_thread(_get, f"{base}/threads/{t}/context?wait=0") for t in threads]
-            if all(views) and not any(v["blocked"] for v in views):
+            found = [await asyncio.to_thread(_get, f"{base}/threads/{t}/context?wait=0") for t in threads]
+            views = [v for v in found if v]
+            if len(views) == len(found) and not any(v["blocked"] for v in views):
                 seen = sum(len(v["observedMessageIds"]) + len(v["messages"]) for v in views)
                 if seen == total and any(v["observedMessageIds"] for v in views):
                     await asyncio.sleep(1)
@@ -207,3 +211,20 @@ async def _follow(settings: Settings, base: str, threads: list[str], total: int,
         return False
     finally:
         printer.cancel()
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    if args.config is None:
+        args.config = str(EXAMPLES / "demo.toml")
+    return run_demo(settings_of(args), EXAMPLES / "demo-conversation.jsonl", stay=not args.exit,
+                    model=args.model)
+
+
+def add_commands(command: CommandMaker) -> None:
+    p = command("demo", help="run broker, worker and web with the demo conversation (offline, local model)")
+    p.add_argument("--exit", action="store_true", help="stop everything once the demo has been shown")
+    p.add_argument("--port", type=port_number, help="web server port (default: omstream.web_port)")
+    p.add_argument("--model", help="observer and reflector: a litellm model (its key in the "
+                   "environment), or 'scripted' for the scripted test models (default: "
+                   "local/qwen2.5-1.5b, offline, installed on first use)")
+    p.set_defaults(func=cmd_demo)

@@ -16,28 +16,17 @@ import shutil
 import sys
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .cli import _fail
-from .cli import _settings as settings_of
+from .common import EXIT_INPUT, EXIT_INTERRUPTED, CommandError, CommandMaker, settings_of, version_name
 
-__all__ = ["add_commands", "check_name"]
+if TYPE_CHECKING:
+    from ..settings import Settings
+    from ..versions.replay import ReplayProgress
 
-
-def _settings(args: argparse.Namespace, version: str | None = None):
-    settings = settings_of(args)
-    return replace(settings, version=version) if version else settings
-
-
-def check_name(name: str) -> str:
-    from .settings import VERSION_NAME
-
-    if not VERSION_NAME.fullmatch(name):
-        raise argparse.ArgumentTypeError(
-            f"{name!r}: use lower-case letters, digits, '_' or '-' (at most 48, starting with a letter or digit)")
-    return name
+__all__ = ["add_commands"]
 
 
 def _moment(text: str) -> datetime:
@@ -52,45 +41,43 @@ def _moment(text: str) -> datetime:
 def cmd_replay(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from .logs import setup_logging
-    from .replay import ReplayRefused, replay
-    from .settings import LIVE
+    from ..logs import setup_logging
+    from ..settings import LIVE
+    from ..versions.replay import replay
 
     if args.as_name == LIVE:
-        return _fail(args, "the live version is folded by `om worker`; replay as another name")
+        raise CommandError("the live version is folded by `om worker`; replay as another name")
     setup_logging("WARNING")
-    settings = _settings(args, args.as_name)
+    settings = settings_of(args, args.as_name)
     if args.threads:
         settings = replace(settings, only_threads=args.threads)
     bar = tqdm(unit="rec", disable=None, file=sys.stderr, dynamic_ncols=True)
 
-    def show(f: dict[str, Any]) -> None:
-        bar.total = f["total"]
-        bar.n = f["folded"]
-        bar.set_postfix_str(f"memories={f['memories']} calls={f['modelCalls']} hits={f['cacheHits']} "
-                            f"{f['recordsPerS']:.0f} rec/s eta={f['etaS']:.0f}s"
-                            + (" caught up, following" if f.get("caughtUp") else ""), refresh=True)
+    def show(f: ReplayProgress) -> None:
+        bar.total = f.total
+        bar.n = f.folded
+        bar.set_postfix_str(f"memories={f.memories} calls={f.model_calls} hits={f.cache_hits} "
+                            f"{f.records_per_s:.0f} rec/s eta={f.eta_s:.0f}s"
+                            + (" caught up, following" if f.caught_up else ""), refresh=True)
 
     try:
-        figures = asyncio.run(replay(settings, mode=args.mode, exit_when_caught_up=args.exit_when_caught_up,
-                                     start=args.start, progress=show))
-    except ReplayRefused as exc:
-        bar.close()
-        return _fail(args, str(exc))
+        result = asyncio.run(replay(settings, mode=args.mode, exit_when_caught_up=args.exit_when_caught_up,
+                                    start=args.start, progress=show))
     except KeyboardInterrupt:
         bar.close()
         print(f"om replay: stopped; run the same command again to resume version {args.as_name!r}",
               file=sys.stderr)
-        return 130
-    bar.close()
-    print(orjson.dumps(figures, option=orjson.OPT_INDENT_2).decode())
+        return EXIT_INTERRUPTED
+    finally:
+        bar.close()
+    print(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2).decode())
     return 0
 
 
 # --- versions ---------------------------------------------------------------------------------
-async def _version_rows(settings) -> list[dict[str, Any]]:
-    from .replay import Watch
-    from .versions import WorkerStats, read_registry, stats_path
+async def _version_rows(settings: Settings) -> list[dict[str, Any]]:
+    from ..versions import WorkerStats, read_registry, stats_path
+    from ..versions.watch import Watch
 
     registry = await read_registry(settings)
     rows = []
@@ -104,12 +91,12 @@ async def _version_rows(settings) -> list[dict[str, Any]]:
             await watch.stop()
         rows.append({"version": name, "default": name == registry.default, "digest": info.digest,
                      "foldMode": info.fold_mode, "lag": p.total - p.folded,
-                     **WorkerStats.load(stats_path(version)).summary()})
+                     **WorkerStats.load(stats_path(version)).summary().to_json()})
     return rows
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
-    rows = asyncio.run(_version_rows(_settings(args)))
+    rows = asyncio.run(_version_rows(settings_of(args)))
     if args.json:
         print(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
         return 0
@@ -124,7 +111,7 @@ def cmd_versions(args: argparse.Namespace) -> int:
 
 
 # --- diff -------------------------------------------------------------------------------------
-async def _context(settings, version: str, thread: str) -> tuple[list[str], bool]:
+async def _context(settings: Settings, version: str, thread: str) -> tuple[list[str], bool]:
     """The thread's context window in a version, as text lines; and whether the thread exists."""
     from omstream.projections.feed import ProjectionFeed
 
@@ -148,12 +135,11 @@ async def _context(settings, version: str, thread: str) -> tuple[list[str], bool
 def cmd_diff(args: argparse.Namespace) -> int:
     from omstream.engine.tokens import get_counter
 
-    settings = _settings(args)
+    settings = settings_of(args)
     (a, found_a), (b, found_b) = asyncio.run(_both(settings, args.a, args.b, args.thread))
     missing = [v for v, found in ((args.a, found_a), (args.b, found_b)) if not found]
     if missing:
-        print(f"om diff: thread {args.thread!r} has no events in {', '.join(missing)}", file=sys.stderr)
-        return 2
+        raise CommandError(f"thread {args.thread!r} has no events in {', '.join(missing)}", EXIT_INPUT)
     count = get_counter(settings.om.token_counter).count
     ta, tb = count("\n".join(a)), count("\n".join(b))
     if a == b:
@@ -171,7 +157,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return 1
 
 
-async def _both(settings, a: str, b: str, thread: str):
+async def _both(settings: Settings, a: str, b: str,
+                thread: str) -> tuple[tuple[list[str], bool], tuple[list[str], bool]]:
     return await asyncio.gather(_context(settings, a, thread), _context(settings, b, thread))
 
 
@@ -186,70 +173,45 @@ def _pairs(a: list[str], b: list[str]) -> list[tuple[str, str]]:
 
 # --- switch and drop --------------------------------------------------------------------------
 def cmd_switch(args: argparse.Namespace) -> int:
-    from .settings import LIVE
-    from .versions import read_registry, set_default
+    from ..settings import LIVE
+    from ..versions import read_registry, set_default
 
-    settings = _settings(args)
+    settings = settings_of(args)
     registry = asyncio.run(read_registry(settings))
     if args.name != LIVE and args.name not in registry.versions:
-        return _fail(args, f"no version {args.name!r}; `om versions` lists them")
+        raise CommandError(f"no version {args.name!r}; `om versions` lists them")
     asyncio.run(set_default(settings, args.name))
     print(f"readers now serve {args.name!r} by default (a reader started with OM_VERSION serves that one)")
     return 0
 
 
-async def _drop(settings) -> list[str]:
-    from aiokafka.admin import AIOKafkaAdminClient
-
-    from .topics import Topics
-    from .versions import forget
-
-    topics = Topics.of(settings)
-    names = [topics.events, topics.jobs, topics.dlq, topics.state_changelog(settings.app_id)]
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
-    await admin.start()
-    try:
-        existing = set(await admin.list_topics())
-        gone = [n for n in names if n in existing]
-        if gone:
-            await admin.delete_topics(gone)
-        try:
-            await admin.delete_consumer_groups([settings.app_id])
-        except Exception:  # noqa: BLE001 - a group that never committed does not exist
-            pass
-    finally:
-        await admin.close()
-    await forget(settings, settings.version)
-    return gone
-
-
 def cmd_drop(args: argparse.Namespace) -> int:
-    from .settings import LIVE
-    from .versions import read_registry
+    from ..settings import LIVE
+    from ..versions import read_registry
+    from ..versions.drop import drop_version
 
     if args.name == LIVE:
-        return _fail(args, "the live version cannot be dropped")
-    settings = _settings(args, args.name)
+        raise CommandError("the live version cannot be dropped")
+    settings = settings_of(args, args.name)
     registry = asyncio.run(read_registry(settings))
     if args.name not in registry.versions:
-        return _fail(args, f"no version {args.name!r}; `om versions` lists them")
+        raise CommandError(f"no version {args.name!r}; `om versions` lists them")
     if registry.default == args.name:
-        return _fail(args, f"{args.name!r} is the default version: `om switch` to another first")
+        raise CommandError(f"{args.name!r} is the default version: `om switch` to another first")
     if not args.yes:
         answer = input(f"delete version {args.name!r}: its events, jobs, dead letters, state and group? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             print("nothing deleted")
             return 1
-    gone = asyncio.run(_drop(settings))
+    gone = asyncio.run(drop_version(settings))
     shutil.rmtree(settings.data_dir / "worker" / settings.app_id, ignore_errors=True)
     print(f"dropped {args.name!r}: {', '.join(gone) or 'no topics'}; its group and local state")
     return 0
 
 
-def add_commands(command) -> None:
-    """Add the version commands to `om`'s parser (`command(name, help=...)` makes one)."""
+def add_commands(command: CommandMaker) -> None:
     p = command("replay", help="fold the retained input log into a new memory version")
-    p.add_argument("--as", dest="as_name", required=True, type=check_name, help="the version's name")
+    p.add_argument("--as", dest="as_name", required=True, type=version_name, help="the version's name")
     p.add_argument("--mode", choices=["auto", "follow", "settled"], default="auto",
                    help="follow the log's recorded results (the live configuration) or settle every "
                    "job before the memory's next input (another configuration); auto chooses")
@@ -266,17 +228,17 @@ def add_commands(command) -> None:
     p.set_defaults(func=cmd_versions)
 
     p = command("diff", help="compare a thread's context window in two versions (exit 1 if they differ)")
-    p.add_argument("a", type=check_name, help="a version")
-    p.add_argument("b", type=check_name, help="another version")
+    p.add_argument("a", type=version_name, help="a version")
+    p.add_argument("b", type=version_name, help="another version")
     p.add_argument("--thread", required=True, help="thread id")
     p.add_argument("--unified", action="store_true", help="a unified diff instead of two columns")
     p.set_defaults(func=cmd_diff)
 
     p = command("switch", help="make a version the one readers serve by default")
-    p.add_argument("name", type=check_name, help="version name")
+    p.add_argument("name", type=version_name, help="version name")
     p.set_defaults(func=cmd_switch)
 
     p = command("drop", help="delete a version's topics, consumer group and state")
-    p.add_argument("name", type=check_name, help="version name")
+    p.add_argument("name", type=version_name, help="version name")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     p.set_defaults(func=cmd_drop)

@@ -1,0 +1,72 @@
+"""`om worker` and `om serve`: the long-running processes, the fold and the read side."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from .broker import create_topics
+from .common import CommandMaker, port_number, settings_of
+
+if TYPE_CHECKING:
+    from ..settings import Settings
+
+__all__ = ["SERVERS", "add_commands", "default_version"]
+
+# Commands that log like a server; the others are short clients that report their own errors.
+SERVERS = {"worker", "serve"}
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    import faust
+
+    from ..logs import logging_config
+    from ..worker import build_app
+
+    settings = settings_of(args)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    asyncio.run(create_topics(settings))
+    app = build_app(settings)
+    worker = faust.Worker(app, loglevel=args.log_level, logging_config=logging_config(args.log_level.upper()))
+    worker.execute_from_commandline()
+    return 0
+
+
+def default_version(settings: Settings) -> Settings:
+    """The settings a reader serves: the version `om switch` chose, unless OM_VERSION says."""
+    from ..settings import LIVE
+    from ..versions import read_registry
+
+    if settings.version != LIVE or "OM_VERSION" in os.environ:
+        return settings
+    try:
+        return replace(settings, version=asyncio.run(read_registry(settings)).default)
+    except Exception:  # noqa: BLE001 - no broker yet: the server reports that itself, after its port
+        return settings
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from omstream.projections.web import serve
+
+    from ..logs import setup_logging
+
+    settings = default_version(settings_of(args))
+    setup_logging(args.log_level.upper())
+    try:
+        # Announced only once the port is bound and the feed reads the topics.
+        asyncio.run(serve(settings, on_ready=lambda url: print(f"serving on {url}", flush=True)))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def add_commands(command: CommandMaker) -> None:
+    p = command("worker", help="run the Faust worker (fold and model agents)")
+    p.set_defaults(func=cmd_worker)
+
+    p = command("serve", help="serve context windows over HTTP")
+    p.add_argument("--port", type=port_number, help="port (default: omstream.web_port)")
+    p.set_defaults(func=cmd_serve)

@@ -1,0 +1,125 @@
+"""`om tail`: the lifecycle events of `<ns>.events` as they happen, one line each.
+
+`follow` is the one reader of the event topic for people: `om tail` prints what it yields, and
+`om demo` prints the demo's events through `tail`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, TextIO
+
+from .common import CommandMaker, settings_of
+
+if TYPE_CHECKING:
+    from omstream.schemas.events import Event
+
+    from ..settings import Settings
+
+__all__ = ["add_commands", "describe_event", "follow", "tail"]
+
+
+def describe_event(event: Event) -> str:
+    from omstream.schemas import events as e
+
+    kind = event.type.removeprefix("data-om-")
+    head = f"{event.event_time:%H:%M:%S} {event.thread_id:<14} #{event.seq:<4} {kind:<20}"
+    if isinstance(event, e.Status):
+        d = event.data
+        m, o = d.windows.active.messages, d.windows.active.observations
+        return (f"{head} messages {m.tokens}/{m.threshold}  observations {o.tokens}/{o.threshold}  "
+                f"gen {d.generation_count}")
+    if isinstance(event, e.ObservationStart):
+        return f"{head} {event.data.operation_type} of {event.data.tokens_to_observe} tokens"
+    if isinstance(event, e.ObservationEnd):
+        d_end = event.data
+        return (f"{head} {d_end.operation_type}: {d_end.tokens_observed} tokens -> {d_end.observation_tokens} "
+                "observation tokens")
+    if isinstance(event, e.BufferingStart):
+        return f"{head} {event.data.operation_type} of {event.data.tokens_to_buffer} tokens, in the background"
+    if isinstance(event, e.BufferingEnd):
+        d_buf = event.data
+        return f"{head} {d_buf.operation_type}: {d_buf.tokens_buffered} tokens -> {d_buf.buffered_tokens} buffered"
+    if isinstance(event, e.Activation):
+        d_act = event.data
+        return (f"{head} {d_act.operation_type}: {d_act.tokens_activated} tokens -> {d_act.observation_tokens} "
+                f"observation tokens ({d_act.triggered_by}, no model call)")
+    if isinstance(event, (e.ObservationFailed, e.BufferingFailed)):
+        return f"{head} {event.data.operation_type}: {event.data.error}"
+    if isinstance(event, e.ThreadUpdate):
+        return f"{head} title {event.data.old_title!r} -> {event.data.new_title!r}"
+    if isinstance(event, e.MessageAccepted):
+        message = event.data.message
+        tokens = f", {message.tokens.count} tokens" if message.tokens is not None else ""
+        return f"{head} {message.role} message {message.id}{tokens}"
+    return f"{head} {event.data.model_dump_json(by_alias=True)[:120]}"
+
+
+async def follow(settings: Settings, *, from_beginning: bool) -> AsyncGenerator[tuple[bytes, Event], None]:
+    """The version's events, each with its bytes, from the first or from now on, until the
+    caller stops.  An event re-sent after a worker crash (a `seq` its memory had) comes once."""
+    from omstream.schemas.codec import decode_event
+
+    from .. import kafka
+    from ..topics import Topics
+
+    consumer = kafka.reader(settings, Topics.of(settings).events,
+                            auto_offset_reset="earliest" if from_beginning else "latest")
+    await consumer.start()
+    last_seq: dict[str, int] = {}
+    try:
+        async for record in consumer:
+            event = decode_event(record.value)
+            if event.seq <= last_seq.get(event.memory_key, 0):
+                continue
+            last_seq[event.memory_key] = event.seq
+            yield record.value, event
+    finally:
+        await consumer.stop()
+
+
+async def tail(settings: Settings, *, thread: str | None, from_beginning: bool, as_json: bool,
+               count: int | None, statuses: bool = True, messages: bool = True,
+               out: TextIO = sys.stdout) -> int:
+    """Print the events of `thread` (or of every thread), `count` of them or until cancelled;
+    how many were printed."""
+    seen = 0
+    events = follow(settings, from_beginning=from_beginning)
+    try:
+        async for raw, event in events:
+            if thread and event.thread_id != thread:
+                continue
+            if (not statuses and event.type == "data-om-status"
+                    or not messages and event.type == "om-message-accepted"):
+                continue
+            print(raw.decode() if as_json else describe_event(event), file=out, flush=True)
+            seen += 1
+            if count is not None and seen >= count:
+                break
+    finally:
+        await events.aclose()  # stops the consumer now, not whenever the generator is collected
+    return seen
+
+
+def cmd_tail(args: argparse.Namespace) -> int:
+    try:
+        asyncio.run(tail(settings_of(args), thread=args.thread, from_beginning=args.from_beginning,
+                         as_json=args.json, count=args.count, statuses=not args.no_status,
+                         messages=not args.no_messages))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def add_commands(command: CommandMaker) -> None:
+    p = command("tail", help="print lifecycle events as they happen")
+    p.add_argument("--thread", help="only this thread")
+    p.add_argument("--from-beginning", action="store_true", help="start at the first event")
+    p.add_argument("--json", action="store_true", help="print the raw JSON records")
+    p.add_argument("--no-status", action="store_true", help="leave out data-om-status events")
+    p.add_argument("--no-messages", action="store_true", help="leave out om-message-accepted events")
+    p.add_argument("--count", type=int, help="stop after this many events")
+    p.set_defaults(func=cmd_tail)
