@@ -63,10 +63,10 @@ import orjson
 from bench.fold_bench import make_bodies
 from omstream import kafka
 from omstream.client import OmClient
-from omstream.engine.fold import memory_key
 from omstream.engine.tokens import get_counter
 from omstream.infra.broker import Broker, free_port
 from omstream.processes import start_child, stop_child
+from omstream.schemas.keys import memory_key
 from omstream.schemas.messages import Message
 from omstream.settings import Settings, load_settings
 from omstream.topics import Topics, ensure_topics, partitions_of

@@ -53,12 +53,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from omstream.engine.fold import EngineConfig, Folded, fold, memory_key, new_state
+from omstream.engine.fold import EngineConfig, Folded, fold, new_state
 from omstream.engine.state import MemoryState
 from omstream.engine.tokens import Counter, count_message, get_counter
+from omstream.models.capabilities import takes_attachments
 from omstream.models.scripted import observe, reflect
 from omstream.schemas.config import load_om_config
 from omstream.schemas.jobs import ModelJob, ModelResult
+from omstream.schemas.keys import memory_key
 from omstream.schemas.messages import Message, TokenCount
 
 __all__ = ["Options", "Report", "Row", "format_table", "main", "run"]
@@ -162,7 +164,7 @@ def engine_config(counter: str, message_tokens: int, observation_tokens: int) ->
                         "bufferTokens": False},
         "reflection": {"model": "scripted/reflector", "observationTokens": observation_tokens},
         "tokenCounter": counter,
-    }))
+    }), takes_attachments=takes_attachments)
 
 
 def answer(job: ModelJob) -> ModelResult:

@@ -41,9 +41,9 @@ from zoneinfo import ZoneInfo
 
 import orjson
 
-from omstream.engine.dates import add_relative_time_to_observations
 from omstream.engine.observations import append_observations, continue_chunk, split_chunks
 from omstream.projections.chat import ChatMessage, chat_messages
+from omstream.projections.dates import add_relative_time_to_observations
 from omstream.schemas.base import iso
 from omstream.schemas.messages import Message
 

@@ -27,7 +27,6 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from omstream.engine.fold import memory_key
 from omstream.schemas.codec import decode_input, encode
 from omstream.schemas.control import (
     ControlRecord,
@@ -39,6 +38,7 @@ from omstream.schemas.control import (
     ThreadPatched,
     TurnEnded,
 )
+from omstream.schemas.keys import memory_key
 from omstream.schemas.messages import Message
 from omstream.schemas.positions import LogPosition
 

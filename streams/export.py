@@ -31,9 +31,9 @@ import orjson
 from omstream.schemas.codec import DecodeFailure, decode_input, encode
 from omstream.schemas.errors import OmError
 from omstream.schemas.jobs import ModelResult
+from omstream.schemas.keys import memory_key
 
 from .conversation import ConversationRecord
-from .engine.fold import memory_key
 from .settings import Settings
 from .topics import Topics, memory_partition, partitions_of, read_until_end
 

@@ -32,12 +32,14 @@ from omstream.schemas.codec import encode
 from omstream.schemas.config import OmConfig
 from omstream.schemas.control import StepStarted, TurnEnded
 from omstream.schemas.jobs import ModelJob, ModelResult
+from omstream.schemas.keys import memory_key
 from omstream.schemas.messages import Message
 
 from .conversation import ConversationRecord, messages_of, read_conversation, turns
-from .engine.fold import EngineConfig, Input, fold, memory_key, new_state
+from .engine.fold import EngineConfig, Input, fold, new_state
 from .engine.state import MemoryState
 from .models.calls import RetryPolicy, untimed
+from .models.capabilities import takes_attachments
 from .models.hooks import Hooks, run_job_with_hooks
 
 __all__ = ["Simulation", "format_timeline", "has_loop_markers", "inputs_of", "settle", "simulate", "turns"]
@@ -92,7 +94,7 @@ async def simulate(records: Iterable[ConversationRecord], om: OmConfig, *, measu
     records = list(records)
     # A loop the simulator drives checks thresholds at its own steps; a given one as configured.
     config = om if has_loop_markers(records) else driven_config(om)
-    sim = Simulation(EngineConfig(config))
+    sim = Simulation(EngineConfig(config, takes_attachments=takes_attachments))
     hooks = Hooks.from_config(om)
     for event in inputs_of(records):
         await settle(sim, sim.feed(event), policy, hooks, measured_time, timeout)

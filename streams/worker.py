@@ -69,6 +69,7 @@ from omstream.engine.state import MemoryState
 from omstream.models import local as local_models
 from omstream.models.cache import ResultCache, answer_from
 from omstream.models.calls import RetryPolicy, untimed, warm_up
+from omstream.models.capabilities import takes_attachments
 from omstream.models.hooks import Hooks, run_job_with_hooks
 from omstream.schemas.codec import DecodeFailure, decode_input, decode_job, encode
 from omstream.schemas.control import ResourceDeleted
@@ -614,7 +615,8 @@ class StateStore:
 
 def build_app(settings: Settings) -> faust.App:
     topics = Topics.of(settings)
-    config = EngineConfig(settings.om, settings.version, settled=settings.fold_mode == "settled")
+    config = EngineConfig(settings.om, settings.version, settled=settings.fold_mode == "settled",
+                          takes_attachments=takes_attachments)
     (settings.data_dir / "worker").mkdir(parents=True, exist_ok=True)  # faust makes only the last level
     local_models.configure_from(settings)
     for model in {settings.om.observer_model, settings.om.reflector_model}:

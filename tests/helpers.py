@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from omstream.engine.fold import EngineConfig, fold, new_state
+from omstream.models.capabilities import takes_attachments
 from omstream.models.scripted import observe, reflect
 from omstream.schemas.config import load_om_config
 from omstream.schemas.jobs import ModelJob, ModelResult
@@ -36,7 +37,7 @@ def engine(message_tokens: int = 500, counter: str = "tokenx", **options) -> Eng
     reflection = {"model": "scripted/reflector", **options.pop("reflection", {})}
     return EngineConfig(load_om_config({
         "observation": observation, "reflection": reflection, "tokenCounter": counter, **options,
-    }))
+    }), takes_attachments=takes_attachments)
 
 
 def fold_inputs(inputs, config, key: str = "thread:t1"):

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
+from pydantic import BaseModel
 
 __all__ = [
     "Extraction",
@@ -68,7 +69,7 @@ class Spec:
 
     slug: str
     instructions: str = ""
-    schema: Any = None                       # None: inline; a JSON Schema dict or a pydantic class
+    schema: Mapping[str, Any] | type[BaseModel] | None = None  # None: inline; a JSON Schema or a pydantic class
     include_previous: bool = True
     key_path: str | None = None              # in the thread's OM metadata; None: not stored
     hook: Callable[..., Any] | None = None
@@ -236,7 +237,7 @@ def inline_values(raw: str, extractors: tuple[Spec, ...]) -> dict[str, Any]:
 
 
 # --- structured follow-up (spec §9.3) ----------------------------------------------------------
-def _json_schema(schema: Any) -> dict[str, Any]:
+def _json_schema(schema: Mapping[str, Any] | type[BaseModel]) -> dict[str, Any]:
     return schema.model_json_schema() if isinstance(schema, type) else dict(schema)
 
 
@@ -259,7 +260,7 @@ def structured_request(extractors: tuple[Spec, ...], *, source: Source, observat
     if prior:
         parts.append(f"## Prior Extracted Values\n\n{prior}")
     schema = {"type": "object", "additionalProperties": False,
-              "properties": {s.slug: _json_schema(s.schema) for s in structured}}
+              "properties": {s.slug: _json_schema(s.schema) for s in structured if s.schema is not None}}
     settings = {"response_format": {"type": "json_schema", "json_schema": {
         "name": "extracted_values", "schema": schema}}}
     return system, "\n\n---\n\n".join(parts), settings
@@ -310,7 +311,10 @@ def read_structured(output: str | None, error: str | None,
     structured = [s for s in extractors if s.mode == "structured"]
     if not structured:
         return Extraction()
-    data, problem = (None, error) if error is not None else _json_object(output or "")
+    data: Any = None
+    problem = error
+    if problem is None:
+        data, problem = _json_object(output or "")
     if problem is not None:
         return Extraction(failures={s.slug: problem[:500] for s in structured})
     values, failures = {}, {}

@@ -6,8 +6,9 @@ them here one at a time and stores the returned state; it sends the returned eve
 `<ns>.events` and the jobs to `<ns>.jobs`.  Nothing here reads a clock, draws a random number or
 does I/O: time is the inputs' event time, ids derive from the key and `state.seq`.
 
-This module reads inputs and keeps their order; what a step decides (observe, buffer, activate,
-reflect, report) lives in `cycles`.  The memory is a function of its input sequence alone:
+This module reads inputs and keeps their order; what a step decides lives in the modules named
+for it (`check` and its phases `activating`, `observing`, `buffering`, `reflecting`, `status`;
+`results` and `deadline` for a cycle's end).  The memory is a function of its input sequence alone:
 every input is a record of one log, applied in the log's order, and a blocking cycle holds the
 memory's later inputs until its result arrives, as the original blocks the agent, so model
 latency never changes what is decided.  A marker naming a message the memory has not folded
@@ -19,13 +20,13 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime, timedelta
+from typing import Literal
 from zoneinfo import ZoneInfo
 
 import orjson
 from pydantic import TypeAdapter
 
 from omstream.schemas.codec import InputRecord
-from omstream.schemas.config import OmConfig
 from omstream.schemas.control import (
     ConfigOverridden,
     ObserveRequested,
@@ -47,27 +48,30 @@ from omstream.schemas.events import (
     ThreadUpdateData,
 )
 from omstream.schemas.jobs import ModelResult
-from omstream.schemas.messages import Message, TokenCount
+from omstream.schemas.keys import memory_key
+from omstream.schemas.messages import Message, TokenCount, ToolCallPart, ToolResultPart
 
-from . import cycles
-from .state import MemoryState, PendingMessage
+from .buffering import start_buffer
+from .check import check
+from .deadline import expire_overdue, is_overdue
+from .observing import manual_observe
+from .reflecting import manual_reflect
+from .results import on_result
+from .state import Cycle, MemoryState, PendingMessage
+from .status import emit_status
 from .step import EngineConfig, Folded, Rejected, Step
 from .temporal import TimedMessage, plan_temporal_gap
 from .tokens import Counter, count_message
 from .transcript import SIGNAL, transcribe
 
+# `memory_key` belongs to the schemas (`omstream.schemas.keys`); it is named here as well only
+# while edge modules still import it from the fold.
 __all__ = ["EngineConfig", "Folded", "Input", "Rejected", "addressed", "fold", "holds", "memory_key",
            "new_state"]
 
 Input = InputRecord
 _INPUT = TypeAdapter(InputRecord)
 _RECENT_REQUESTS = 64
-
-
-def memory_key(om: OmConfig, thread_id: str | None, resource_id: str | None) -> str:
-    if om.scope == "resource":
-        return f"resource:{resource_id or thread_id}"
-    return f"thread:{thread_id}"
 
 
 def new_state(key: str, thread_id: str, resource_id: str | None) -> MemoryState:
@@ -90,7 +94,7 @@ def fold(state: MemoryState, event: Input, config: EngineConfig, *,
     return step.finish()
 
 
-def _mark_blocking_start(step: Step, before, log_time: datetime | None) -> None:
+def _mark_blocking_start(step: Step, before: Cycle | None, log_time: datetime | None) -> None:
     """Remember when, in log time, the blocking cycle in flight began (None when there is none)."""
     cycle = step.state.in_flight
     if cycle is None:
@@ -101,7 +105,7 @@ def _mark_blocking_start(step: Step, before, log_time: datetime | None) -> None:
 
 def _apply(step: Step, event: Input, log_time: datetime | None = None) -> None:
     if isinstance(event, ModelResult):
-        cycles.on_result(step, event)
+        on_result(step, event)
         _release_held(step)
     elif isinstance(event, (ThreadDeleted, ResourceDeleted)):
         # Never held: a deletion also cancels the cycle in flight (its result is then ignored).
@@ -117,11 +121,11 @@ def _apply(step: Step, event: Input, log_time: datetime | None = None) -> None:
 
 def _expire_overdue(step: Step, log_time: datetime | None) -> None:
     """A blocking cycle begun more than `cycleDeadline` of log time before this input fails, and
-    the inputs it held are applied before this one (see `cycles.expire_overdue`).
+    the inputs it held are applied before this one (see `deadline.expire_overdue`).
 
     Log time, not the inputs' `createdAt`: a producer importing history writes messages hours
     apart in a second, and none of that is a model taking too long."""
-    if cycles.is_overdue(step.state.blocked_since, log_time, step.config) and cycles.expire_overdue(step):
+    if is_overdue(step.state.blocked_since, log_time, step.config) and expire_overdue(step):
         _release_held(step)
 
 
@@ -150,7 +154,7 @@ def holds(state: MemoryState, event: Input, config: EngineConfig, *,
     so a worker can bound how many inputs one memory holds."""
     if not _busy(state, config) or isinstance(event, (ModelResult, ThreadDeleted, ResourceDeleted)):
         return False
-    return config.settled or not cycles.is_overdue(state.blocked_since, log_time, config)
+    return config.settled or not is_overdue(state.blocked_since, log_time, config)
 
 
 def _handle(step: Step, event: Input) -> None:
@@ -164,15 +168,15 @@ def _handle(step: Step, event: Input) -> None:
         now = step.now(event.at)
         if (_memory_on(step) and step.config.async_buffering
                 and step.config.resolved.observation.buffer_on_idle):
-            cycles.start_buffer(step, now, skip_minimum=True)
+            start_buffer(step, now, skip_minimum=True)
     elif isinstance(event, (ObserveRequested, ReflectRequested)) and not _memory_on(step):
         step.rejected.append(Rejected(
             f"{event.type} for {step.state.memory_key}: observational memory is disabled "
             "(observationalMemory.enabled is false), so there is nothing to observe or reflect"))
     elif isinstance(event, ObserveRequested):
-        cycles.manual_observe(step, step.now(event.at))
+        manual_observe(step, step.now(event.at))
     elif isinstance(event, ReflectRequested):
-        cycles.manual_reflect(step, step.now(event.at), event.prompt)
+        manual_reflect(step, step.now(event.at), event.prompt)
     elif isinstance(event, ConfigOverridden):
         _override(step, event)
     elif isinstance(event, ThreadPatched):
@@ -255,7 +259,7 @@ def _on_message(step: Step, message: Message, *, released: bool = False) -> None
         id=message.id, role=message.role, created_at=message.created_at, text=message.text(),
         tokens=_message_tokens(message, counter, step.config.om.observer_model),
         lines=view.lines, attachments=view.attachments,
-        calls=_tool_ids(message, "tool-call"), answers=_tool_ids(message, "tool-result"),
+        calls=_tool_ids(message, ToolCallPart), answers=_tool_ids(message, ToolResultPart),
     )
     # The marker follows the message it was made for, in the observer's history (spec §14).
     step.update(pending=(*step.state.pending, pending, *((marker,) if marker else ())))
@@ -264,7 +268,7 @@ def _on_message(step: Step, message: Message, *, released: bool = False) -> None
         step.update(last_activity_at=message.created_at,
                     last_model=_actor_model(message) or step.state.last_model)
     if _memory_on(step) and _checks_per_message(step):
-        cycles.check(step, now, None, _actor_model(message))
+        check(step, now, None, _actor_model(message))
 
 
 def _announce(step: Step, message: Message, tokens: int, counter: str, now: datetime) -> None:
@@ -277,10 +281,10 @@ def _announce(step: Step, message: Message, tokens: int, counter: str, now: date
     step.emit(MessageAccepted, MessageAcceptedData(message=folded), now)
 
 
-def _tool_ids(message: Message, part_type: str) -> tuple[str, ...]:
+def _tool_ids(message: Message, part: type[ToolCallPart] | type[ToolResultPart]) -> tuple[str, ...]:
     if isinstance(message.content, str):
         return ()
-    return tuple(p.tool_call_id for p in message.content if p.type == part_type)
+    return tuple(p.tool_call_id for p in message.content if isinstance(p, part))
 
 
 def _temporal_marker(step: Step, message: Message) -> PendingMessage | None:
@@ -324,7 +328,7 @@ def _on_step(step: Step, event: StepStarted) -> None:
     now = step.now(event.at)
     step.update(steps_reported=True)
     if _memory_on(step) and step.config.om.check_thresholds_at != "message":
-        cycles.check(step, now, event.step_number, event.model)
+        check(step, now, event.step_number, event.model)
 
 
 # --- commands ---------------------------------------------------------------------------------
@@ -337,7 +341,7 @@ def _override(step: Step, event: ConfigOverridden) -> None:
     if r is not None and r.observation_tokens is not None:
         changes["observation_tokens_override"] = r.observation_tokens
     step.update(**changes)
-    cycles.emit_status(step, step.now(event.at), None)
+    emit_status(step, step.now(event.at), None)
 
 
 def _patch_thread(step: Step, event: ThreadPatched) -> None:
@@ -356,7 +360,8 @@ def _delete(step: Step, event: ThreadDeleted | ResourceDeleted) -> None:
     """Forget the memory; the edge deletes the table entry on the `om-memory-deleted` event."""
     now = step.now(event.at)
     state = step.state
-    reason = "thread-deleted" if isinstance(event, ThreadDeleted) else "resource-deleted"
+    reason: Literal["thread-deleted", "resource-deleted"] = (
+        "thread-deleted" if isinstance(event, ThreadDeleted) else "resource-deleted")
     step.emit(MemoryDeleted, MemoryDeletedData(reason=reason, generation_count=state.generation), now)
     step.state = MemoryState(memory_key=state.memory_key, thread_id=state.thread_id,
                              resource_id=state.resource_id, seq=step.state.seq, clock=now,

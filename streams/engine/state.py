@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from omstream.schemas.jobs import ModelResult
+from omstream.schemas.jobs import JobTrigger, ModelResult
 
-from .attachments import Attachment
+from .observer_attachments import Attachment
 
-__all__ = ["BufferedChunk", "BufferedReflection", "Cycle", "Generation", "MemoryState", "PendingMessage", "Seen"]
+__all__ = ["BufferedChunk", "BufferedReflection", "Cycle", "CycleKind", "Generation", "MemoryState", "PendingMessage",
+           "Phase", "Seen"]
 
 
 class Seen(Mapping[str, str]):
@@ -37,7 +38,7 @@ class Seen(Mapping[str, str]):
         return found if found is not None else self.base.get(message_id, default)
 
     def __getitem__(self, message_id: str) -> str:
-        found = self.get(message_id)
+        found: str | None = self.get(message_id)
         if found is None:
             raise KeyError(message_id)
         return found
@@ -81,11 +82,17 @@ class PendingMessage(_Frozen):
     # to be numbered (transcript.message_lines); None renders one line, `title`/role and `text`.
     lines: tuple[tuple[str, str], ...] | None = None
     # Its images and files, one per placeholder of `lines` and in their order, for the observer
-    # request to forward (attachments.observer_user_content; the policy is applied there).
+    # request to forward (observer_attachments.observer_user_content; the policy is applied there).
     attachments: tuple[Attachment, ...] = ()
     # Tool exchanges: the call ids this message opens and answers (safe buffer prefix, §6.9).
     calls: tuple[str, ...] = ()
     answers: tuple[str, ...] = ()
+
+
+#: The model calls a cycle makes: blocking (observe, reflect) or in the background.
+CycleKind = Literal["observe", "reflect", "buffer", "buffer-reflection"]
+#: Where the check a blocking cycle holds resumes when the cycle ends (`check.resume`).
+Phase = Literal["before-observe", "observe", "after-observe"]
 
 
 class Cycle(_Frozen):
@@ -97,14 +104,14 @@ class Cycle(_Frozen):
     """
 
     cycle_id: str
-    kind: str  # observe | reflect | buffer | buffer-reflection
+    kind: CycleKind
     message_ids: tuple[str, ...]
     tokens: int
     started_at: datetime
     generation: int
-    phase: str = "observe"  # before-observe | observe | after-observe
+    phase: Phase = "observe"
     step_number: int | None = None
-    trigger: str = "turn-sync"  # manual | turn-sync | async-buffer
+    trigger: JobTrigger = "turn-sync"
     level: int = 0  # reflection compression level
     guidance: str | None = None
     # Reflection ladder: every attempt so far as (level, tokens, failed), and its text.
@@ -166,10 +173,10 @@ class MemoryState(_Frozen):
     # Not part of the record: stored as entries of their own (see `Seen`).
     seen: Annotated[Seen, BeforeValidator(_as_seen)] = Field(default_factory=Seen, exclude=True)
     in_flight: Cycle | None = None
-    held: tuple[dict, ...] = ()  # inputs that arrived while a blocking cycle was in flight
+    held: tuple[dict[str, Any], ...] = ()  # inputs that arrived while a blocking cycle was in flight
     blocked_since: datetime | None = None  # log time the blocking cycle in flight began
     answered: tuple[str, ...] = ()  # the latest cycles whose model answer was applied
-    parked: tuple[dict, ...] = ()  # always empty since the one input log; kept so stored states load
+    parked: tuple[dict[str, Any], ...] = ()  # always empty since the one input log; kept so stored states load
     current_task: str | None = None
     suggested_response: str | None = None
     steps_reported: bool = False

@@ -5,18 +5,18 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 import orjson
 
 from omstream.schemas.config import OmConfig
-from omstream.schemas.events import MarkerConfig
+from omstream.schemas.events import EventEnvelope, MarkerConfig
 from omstream.schemas.jobs import ModelJob
 
-from . import ids
+from . import ids, thresholds
+from .extraction import Extraction
+from .observer_attachments import Capability, unknown_capability
 from .resolution import ResolvedConfig, resolve
 from .state import MemoryState
-from .thresholds import effective_message_threshold, effective_reflection_threshold, resolve_retention_floor
 from .tokens import Counter, count_messages, get_counter
 
 __all__ = ["EngineConfig", "Folded", "Rejected", "Step", "config_digest", "replace_fields"]
@@ -51,11 +51,17 @@ class EngineConfig:
     *settled* (a replay under another configuration): every job it has in flight, background
     ones too, holds the memory's later inputs until its own result comes back, so what it
     decides never depends on how fast a model answered (the semantics of `om simulate`).
+
+    `takes_attachments` answers whether a model takes images and files (what an "auto"
+    `observeAttachments` asks); the edge that builds the config passes it (it may read a model
+    table, such as litellm's, which the engine must not import).  Without it every model's
+    capability is unknown, and an unknown model is forwarded attachments.
     """
 
     om: OmConfig
     version: str = "live"
     settled: bool = False
+    takes_attachments: Capability = unknown_capability
     resolved: ResolvedConfig = field(init=False)
     counter: Counter = field(init=False)
     cycle_deadline: timedelta = field(init=False)  # parsed once: it is read for every held input
@@ -79,32 +85,28 @@ class EngineConfig:
     def reflection_tokens(self) -> int:
         return self.om.reflection.observation_tokens
 
+    # The numbers of one memory: the arithmetic is `thresholds`'; these read its inputs.
     def base_message_tokens(self, state: MemoryState) -> int:
-        """messageTokens, or this memory's override when it is usable (spec §2: an override at or
-        below bufferTokens, or at or below an absolute bufferActivation, is ignored)."""
-        override = state.message_tokens_override
         o = self.resolved.observation
-        if override is None:
-            return o.message_tokens
-        floor = max(o.buffer_tokens or 0, o.buffer_activation if (o.buffer_activation or 0) >= 1000 else 0)
-        return override if override > floor else o.message_tokens
+        return thresholds.base_message_tokens(state.message_tokens_override, o.message_tokens,
+                                              buffer_tokens=o.buffer_tokens, buffer_activation=o.buffer_activation)
 
     def base_reflection_tokens(self, state: MemoryState) -> int:
-        return state.observation_tokens_override or self.resolved.reflection.observation_tokens
+        return thresholds.base_reflection_tokens(state.observation_tokens_override,
+                                                 self.resolved.reflection.observation_tokens)
 
     def message_threshold(self, state: MemoryState) -> int:
-        return effective_message_threshold(
+        return thresholds.effective_message_threshold(
             self.base_message_tokens(state), self.base_reflection_tokens(state),
             state.observation_tokens, share_token_budget=self.resolved.share_token_budget)
 
     def reflection_threshold(self, state: MemoryState, pending_tokens: int) -> int:
-        return effective_reflection_threshold(
+        return thresholds.effective_reflection_threshold(
             self.base_message_tokens(state), self.base_reflection_tokens(state), pending_tokens,
             share_token_budget=self.resolved.share_token_budget)
 
     def retention_floor(self, state: MemoryState) -> float:
-        activation = self.resolved.observation.buffer_activation
-        return resolve_retention_floor(activation, self.message_threshold(state)) if activation else 0
+        return thresholds.retention_floor(self.resolved.observation.buffer_activation, self.message_threshold(state))
 
     def marker_config(self, state: MemoryState) -> MarkerConfig:
         idle = self.resolved.observation.activate_after_idle
@@ -126,7 +128,7 @@ class Rejected:
 @dataclass(frozen=True)
 class Folded:
     state: MemoryState
-    events: tuple = ()
+    events: tuple[EventEnvelope, ...] = ()
     jobs: tuple[ModelJob, ...] = ()
     rejected: tuple[Rejected, ...] = ()
 
@@ -137,13 +139,13 @@ class Step:
     def __init__(self, state: MemoryState, config: EngineConfig) -> None:
         self.state = state
         self.config = config
-        self.events: list = []
+        self.events: list[EventEnvelope] = []
         self.jobs: list[ModelJob] = []
         self.rejected: list[Rejected] = []
         # Set when this call changed the observations (a reflection check follows).
         self.observations_changed = False
         # A structured extractor follow-up's values, from its result to the commit it belongs to.
-        self.structured: Any = None
+        self.structured: Extraction | None = None
         # Events that follow the step's `data-om-status` (see `emit_after_status`).
         self._after_status: list[tuple[type, object, datetime]] = []
 

@@ -26,6 +26,8 @@ __all__ = [
     "BufferCandidate",
     "StatusWindows",
     "ThresholdRange",
+    "base_message_tokens",
+    "base_reflection_tokens",
     "buffer_interval",
     "buffer_ramp_point",
     "dynamic_threshold",
@@ -35,11 +37,13 @@ __all__ = [
     "max_threshold",
     "min_buffer_tokens",
     "projected_message_removal",
+    "reflection_buffer_activation",
     "requires_blocking_observation",
     "resolve_activation_ratio",
     "resolve_block_after",
     "resolve_buffer_tokens",
     "resolve_retention_floor",
+    "retention_floor",
     "round_half_up",
     "safe_buffer_prefix",
     "should_trigger_buffer",
@@ -48,6 +52,10 @@ __all__ = [
 
 # When bufferTokens is unknown the original still demands half of 5 000 new tokens per buffer.
 _FALLBACK_BUFFER_TOKENS = 5000
+# reflection.bufferActivation's default: what the reflection plan reads when buffering is off.
+_REFLECTION_BUFFER_ACTIVATION = 0.5
+# An absolute bufferActivation (tokens to keep) starts here; below it the value is a ratio.
+_ABSOLUTE_ACTIVATION = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +85,23 @@ def dynamic_threshold(threshold: Threshold, observation_tokens: int) -> int:
     if not isinstance(threshold, ThresholdRange):
         return threshold
     return round_half_up(max(threshold.max - observation_tokens, threshold.min))
+
+
+def base_message_tokens(
+    override: int | None, message_tokens: int, *, buffer_tokens: int | None, buffer_activation: float | None
+) -> int:
+    """messageTokens, or a memory's override when it is usable (spec §2: an override at or below
+    bufferTokens, or at or below an absolute bufferActivation, is ignored)."""
+    if override is None:
+        return message_tokens
+    absolute = buffer_activation if buffer_activation is not None and buffer_activation >= _ABSOLUTE_ACTIVATION else 0
+    floor = max(buffer_tokens or 0, absolute)
+    return override if override > floor else message_tokens
+
+
+def base_reflection_tokens(override: int | None, reflection_tokens: int) -> int:
+    """reflection.observationTokens, or a memory's override (any positive count)."""
+    return override or reflection_tokens
 
 
 def effective_message_threshold(
@@ -144,7 +169,7 @@ def enough_to_buffer(candidate_tokens: int, buffer_tokens: int | None, *, skip_m
 
 
 def projected_message_removal(
-    chunk_message_tokens: Sequence[int], buffer_activation: float, threshold: float, pending_tokens: float
+    chunk_message_tokens: Sequence[int], buffer_activation: float, threshold: int, pending_tokens: float
 ) -> int:
     """`calculateProjectedMessageRemoval` (§6.4): message tokens an activation would remove now.
 
@@ -159,6 +184,17 @@ def projected_message_removal(
         chunk_message_tokens, retention_floor=floor, pending_tokens=pending_tokens
     )
     return sum(chunk_message_tokens[:count])
+
+
+def retention_floor(buffer_activation: float | None, threshold: int) -> float:
+    """Message tokens an activation leaves in the context; 0 when buffering is off."""
+    return resolve_retention_floor(buffer_activation, threshold) if buffer_activation else 0
+
+
+def reflection_buffer_activation(buffer_activation: float | None) -> float:
+    """reflection.bufferActivation as resolved, or its default when buffering is off (the
+    reflection plan takes a number either way; without buffering nothing depends on it)."""
+    return buffer_activation or _REFLECTION_BUFFER_ACTIVATION
 
 
 def requires_blocking_observation(unobserved_tokens: int, *, threshold: int, block_after: int | None) -> bool:
@@ -185,7 +221,7 @@ class StatusWindows:
     reflection_threshold: int
     should_reflect: bool
     can_activate: bool
-    buffered_message_tokens: int
+    buffered_message_tokens: int  # the chunks' message tokens, at most the pending ones
     unbuffered_pending_tokens: int
     projected_message_removal: int
 
@@ -221,7 +257,7 @@ def status_windows(
     reflection_threshold = effective_reflection_threshold(
         message_tokens, reflection_tokens, pending_tokens, share_token_budget=share_token_budget
     )
-    buffered = sum(chunk_message_tokens)
+    buffered = min(sum(chunk_message_tokens), pending_tokens)
     async_on = buffer_tokens is not None
     buffer_ceiling = block_after if block_after is not None else threshold
     should_buffer = (
@@ -304,12 +340,12 @@ def resolve_block_after(value: float | None, threshold: int) -> float | None:
 
 def resolve_retention_floor(activation: float, threshold: float) -> float:
     """Message tokens kept after activation: `threshold*(1-ratio)`, or the absolute value (>= 1000)."""
-    if activation >= 1000:
+    if activation >= _ABSOLUTE_ACTIVATION:
         return tidy(activation)
     return tidy(threshold * (1 - min(max(activation, 0.0), 1.0)))
 
 
 def resolve_activation_ratio(activation: float, threshold: float) -> float:
     """The share of the threshold removed on activation, in [0, 1]."""
-    ratio = 1 - activation / threshold if activation >= 1000 else activation
+    ratio = 1 - activation / threshold if activation >= _ABSOLUTE_ACTIVATION else activation
     return tidy(min(max(ratio, 0.0), 1.0))

@@ -273,7 +273,7 @@ def is_tool_error(part: ToolResultPart) -> bool:
     return bool(part.is_error) or part.error is not None
 
 
-def multimodal_blocks(value: Any) -> list | None:
+def multimodal_blocks(value: Any) -> list[Any] | None:
     """The block list of a multimodal result (`{type: 'content', value: [...]}` or `{content: [...]}`)."""
     if isinstance(value, Mapping):
         blocks = value.get("value") if value.get("type") == "content" else value.get("content")
@@ -314,7 +314,7 @@ def attachment_tokens(part: Mapping[str, Any], counter: Counter, context: ModelC
     return counter.count(js_json(file_descriptor(part)))
 
 
-def _blocks_tokens(blocks: list, counter: Counter, context: ModelContext | None, *, always: bool) -> float | None:
+def _blocks_tokens(blocks: list[Any], counter: Counter, context: ModelContext | None, *, always: bool) -> float | None:
     """Block by block (attachments as attachments); None when no block is an attachment and
     `always` is off, so the caller counts the whole value as JSON instead."""
     tokens: float = 0

@@ -23,7 +23,7 @@ A message of parts yields one line per part (`transcribe`, computed once at inge
 Attachments are numbered per observer call, images and files apart, so the lines hold a
 placeholder mark that `AttachmentNumbers` turns into `[Image #n: label]` when the transcript of
 one call is rendered.  An image-like file counts as an image (its line keeps the `File` title).
-`transcribe` also returns the message's attachments (`attachments.Attachment`), one per mark
+`transcribe` also returns the message's attachments (`observer_attachments.Attachment`), one per mark
 that reaches the transcript and in the same order, so the observer request can send each one
 under the placeholder the transcript shows for it.
 """
@@ -48,7 +48,9 @@ from omstream.schemas.messages import (
     ToolResultPart,
 )
 
-from .attachments import Attachment, attachment_label, attachment_of, is_image_like_file, placeholder_text
+from .attachments import attachment_label, is_image_like_file
+from .observer_attachments import Attachment, attachment_of, placeholder_text
+from .state import PendingMessage
 from .tokens import (
     EMPTY_RESULT,
     TOOL_FAILED,
@@ -68,6 +70,7 @@ __all__ = [
     "Transcribed",
     "TranscriptLine",
     "message_lines",
+    "observer_transcript",
     "outline_arguments",
     "placeholder",
     "render_transcript",
@@ -162,6 +165,18 @@ class AttachmentNumbers:
         return _MARK.sub(self._number, body).translate(_STRAY_MARKS)
 
 
+def observer_transcript(messages: Iterable[PendingMessage], time_zone: str) -> str:
+    """The transcript one observer call reads: the messages' lines, attachments numbered."""
+    numbers = AttachmentNumbers()  # [Image #n] / [File #n] count from 1 in every observer call
+    # A signal line has no time of its own: the reader takes the previous line's (spec §14).
+    return render_transcript(
+        (TranscriptLine(None if title == SIGNAL else m.created_at, title, numbers.fill(title, body))
+         for m in messages
+         for title, body in (m.lines if m.lines is not None
+                             else ((m.role.capitalize() if m.title is None else m.title, m.text),))),
+        time_zone)
+
+
 def _holds_marks(title: str) -> bool:
     return title in ("Image", "File") or title.startswith(("Tool Result ", "Tool Error "))
 
@@ -241,7 +256,7 @@ def _path(parent: str, key: Any, in_array: bool) -> str:
     return f"{path[:50]}…[{len(path) - 110} chars; {_digest(path)}]…{path[-60:]}"
 
 
-def _summary(value: Mapping | list) -> str:
+def _summary(value: Mapping[Any, Any] | list[Any]) -> str:
     if isinstance(value, Mapping):
         return "<object>"
     return f"<array, {len(value)} {'item' if len(value) == 1 else 'items'}>"
@@ -297,13 +312,13 @@ def outline_arguments(value: Any, count: Count, max_tokens: int = TOOL_ARGUMENT_
 
     entries: list[tuple[str, float]] = []  # (line, depth)
     previews: list[tuple[str, str]] = []
-    queue: list[tuple[str, Mapping | list, int]] = [("", value, 0)]
+    queue: list[tuple[str, Mapping[Any, Any] | list[Any], int]] = [("", value, 0)]
     lines = 0
     cut = False
     while queue and lines < _MAX_OUTLINE:
         path, container, depth = queue.pop(0)
         in_array = isinstance(container, list)
-        items = list(enumerate(container) if in_array else container.items())
+        items = list(enumerate(container)) if isinstance(container, list) else list(container.items())
         shown, more = items[:_MAX_ENTRIES], len(items) > _MAX_ENTRIES
         if not items:
             entries.append((f"{path or 'arguments'}: [empty {'array' if in_array else 'object'}]", depth))
@@ -371,7 +386,7 @@ def _arguments_body(args: Any, count: Count) -> str:
 Lifted = tuple[Mapping[str, Any], ...]  # the attachment parts lifted out of a result, in order
 
 
-def _lift_attachments(blocks: list) -> tuple[list, Lifted]:
+def _lift_attachments(blocks: list[Any]) -> tuple[list[Any], Lifted]:
     """Attachment blocks replaced by `{type, placeholder}`, and the attachments, in order."""
     lifted, attachments = [], []
     for block in blocks:

@@ -98,8 +98,8 @@ def truncate_observations(text: str, budget: int | None, count: Callable[[str], 
             candidates.append((len(keep), -start, tuple(keep)))
     # The exact count (newlines included) decides; try the preferred candidates first: more
     # important lines, then the longer tail.
-    for _, negative_start, keep in sorted(candidates, reverse=True):
-        candidate = _render(lines, {*keep, *range(-negative_start, len(lines))})
+    for _, negative_start, kept in sorted(candidates, reverse=True):
+        candidate = _render(lines, {*kept, *range(-negative_start, len(lines))})
         if count(candidate) <= budget:
             return candidate, True
     return _marker(len(lines)), True

@@ -47,7 +47,7 @@ def comparable(state: dict) -> dict:
 
 
 #: Fields that carry a model call's measured (wall-clock) duration: the cycle's end is its start
-#: plus the call's own duration (cycles._outcome_time), so two runs differ there and only there.
+#: plus the call's own duration (engine.jobs.outcome_time), so two runs differ there and only there.
 TIMED = ("eventTime", "completedAt", "durationMs", "failedAt")
 
 

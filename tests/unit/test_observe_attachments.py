@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import random
+from dataclasses import replace
 from datetime import timedelta
 
 import orjson
 import pytest
 
-from omstream.engine.attachments import (
+from omstream.engine.observer_attachments import (
     FORWARD_LIMIT,
     Attachment,
     attachment_of,
@@ -24,6 +25,7 @@ from omstream.engine.attachments import (
     observer_user_content,
 )
 from omstream.engine.state import PendingMessage
+from omstream.engine.step import EngineConfig
 from omstream.engine.tokens import get_counter
 from omstream.engine.transcript import transcribe
 from omstream.models import capabilities, scripted
@@ -185,11 +187,31 @@ def test_auto_reads_the_capability_tables(model, takes):
     assert capabilities.takes_attachments(model) is takes
 
 
+def test_the_engine_asks_the_capability_its_config_was_given():
+    """The edge passes the model tables (`EngineConfig.takes_attachments`); a config built
+    without them treats every model as unknown, and an unknown model is forwarded attachments."""
+    asked: list[str] = []
+
+    def text_only(model: str) -> bool | None:
+        asked.append(model)
+        return False
+
+    given = engine(100_000, observation={"model": "scripted/observer-vision", "observeAttachments": "auto"})
+    request = ObserveRequested(thread_id="t1", at=CONVERSATION[-1].created_at + timedelta(seconds=1))
+    jobs = fold_inputs([*CONVERSATION, request], replace(given, takes_attachments=text_only))[2]
+    assert asked == ["scripted/observer-vision"] and isinstance(user_content(jobs[0]), str)
+    bare = EngineConfig(given.om)
+    assert isinstance(user_content(fold_inputs([*CONVERSATION, request], bare)[2][0]), list)
+
+
 def test_auto_forwards_when_the_model_is_unknown_or_the_lookup_fails():
     pending = _pending(CONVERSATION)
-    assert observer_user_content("t", pending, "auto", "nobody/unknown-model-7") != "t"
-    assert observer_user_content("t", pending, "auto", "openai/o3-mini") == "t"
-    assert observer_user_content("t", pending, "auto", "openai/gpt-4o") != "t"
+    tables = capabilities.takes_attachments
+    assert observer_user_content("t", pending, "auto", "nobody/unknown-model-7", capability=tables) != "t"
+    assert observer_user_content("t", pending, "auto", "openai/o3-mini", capability=tables) == "t"
+    assert observer_user_content("t", pending, "auto", "openai/gpt-4o", capability=tables) != "t"
+    # Without a model table (the engine reads none itself) every model is unknown: forwarded.
+    assert observer_user_content("t", pending, "auto", "openai/o3-mini") != "t"
 
     def failing(model: str) -> bool | None:
         raise AssertionError("a request without attachments needs no capability")

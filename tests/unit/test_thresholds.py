@@ -6,6 +6,8 @@ from omstream.engine.resolution import resolve
 from omstream.engine.thresholds import (
     BufferCandidate,
     ThresholdRange,
+    base_message_tokens,
+    base_reflection_tokens,
     buffer_interval,
     buffer_ramp_point,
     dynamic_threshold,
@@ -15,11 +17,13 @@ from omstream.engine.thresholds import (
     max_threshold,
     min_buffer_tokens,
     projected_message_removal,
+    reflection_buffer_activation,
     requires_blocking_observation,
     resolve_activation_ratio,
     resolve_block_after,
     resolve_buffer_tokens,
     resolve_retention_floor,
+    retention_floor,
     round_half_up,
     safe_buffer_prefix,
     should_trigger_buffer,
@@ -61,6 +65,26 @@ def test_shared_budget_with_buffering_off():
 def test_explicit_block_after_is_honoured():
     assert resolve(load_om_config({"observation": {"blockAfter": 1.5}})).observation.block_after == 45_000
     assert resolve(load_om_config({"observation": {"blockAfter": 50_000}})).observation.block_after == 50_000
+
+
+def test_a_memorys_override_replaces_the_configured_thresholds_when_usable():
+    # spec §2: an observation override at or below bufferTokens, or at or below an absolute
+    # bufferActivation, would leave nothing to buffer or activate: it is ignored
+    assert base_message_tokens(None, 30_000, buffer_tokens=6_000, buffer_activation=0.8) == 30_000
+    assert base_message_tokens(8_000, 30_000, buffer_tokens=6_000, buffer_activation=0.8) == 8_000
+    assert base_message_tokens(6_000, 30_000, buffer_tokens=6_000, buffer_activation=0.8) == 30_000
+    assert base_message_tokens(7_000, 30_000, buffer_tokens=6_000, buffer_activation=7_000) == 30_000
+    assert base_message_tokens(500, 30_000, buffer_tokens=None, buffer_activation=None) == 500
+    assert base_reflection_tokens(None, 40_000) == 40_000
+    assert base_reflection_tokens(12_000, 40_000) == 12_000
+
+
+def test_retention_floor_and_the_reflections_activation_without_buffering():
+    assert retention_floor(0.8, 30_000) == 6_000
+    assert retention_floor(5_000, 30_000) == 5_000  # absolute: tokens to keep
+    assert retention_floor(None, 30_000) == 0  # buffering off: nothing is kept back
+    assert reflection_buffer_activation(0.25) == 0.25
+    assert reflection_buffer_activation(None) == 0.5  # the default, read when buffering is off
 
 
 def test_round_half_up_is_javascript_math_round():
@@ -227,6 +251,12 @@ def test_status_without_buffering_blocks_at_the_threshold():
     s = status_windows(pending_tokens=30_000, observation_tokens=0, message_tokens=30_000, reflection_tokens=40_000)
     assert s.should_observe and s.should_block and not s.should_buffer
     assert s.projected_message_removal == 0
+
+
+def test_status_reports_at_most_the_pending_tokens_as_buffered():
+    s = status_windows(pending_tokens=5_000, observation_tokens=0, last_buffered_at_tokens=0,
+                       chunk_message_tokens=(4_000, 3_000), **DEFAULTS)
+    assert (s.buffered_message_tokens, s.unbuffered_pending_tokens) == (5_000, 0)
 
 
 def test_status_with_shared_budget():

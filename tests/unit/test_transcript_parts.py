@@ -2,7 +2,6 @@
 
 from datetime import timedelta
 
-from omstream.engine.cycles import _transcript
 from omstream.engine.fold import fold, new_state
 from omstream.engine.state import PendingMessage
 from omstream.engine.tokens import get_counter, js_json
@@ -10,6 +9,7 @@ from omstream.engine.transcript import (
     AttachmentNumbers,
     TranscriptLine,
     message_lines,
+    observer_transcript,
     outline_arguments,
     render_transcript,
     truncate_to_tokens,
@@ -33,7 +33,7 @@ def render(*messages):
     """The transcript of one observer call over these messages."""
     pending = tuple(PendingMessage(id=m.id, role=m.role, created_at=m.created_at, text=m.text(), tokens=0,
                                    lines=message_lines(m, COUNT)) for m in messages)
-    return _transcript(pending, "UTC")
+    return observer_transcript(pending, "UTC")
 
 
 def call(name="search", args=None):
@@ -196,7 +196,7 @@ def test_text_only_messages_keep_their_single_line():
         state = fold(state, message(i), config).state
     assert all(p.lines is None for p in state.pending)
     expected = render_transcript(TranscriptLine(p.created_at, p.role.capitalize(), p.text) for p in state.pending)
-    assert _transcript(state.pending, "UTC") == expected
+    assert observer_transcript(state.pending, "UTC") == expected
 
 
 def test_the_fold_stores_part_lines_and_counts_attachments_for_the_observer_model():
@@ -205,7 +205,7 @@ def test_the_fold_stores_part_lines_and_counts_attachments_for_the_observer_mode
     state = fold(new_state("thread:t1", "t1", "u1"), m, config).state
     (pending,) = state.pending
     assert pending.lines == (("User", "look"), ("Image", "\ue000I\ue001cat.png\ue002"))
-    assert _transcript(state.pending, "UTC") == "Mar 3 2025:\nUser (9:00 AM): look\nImage: [Image #1: cat.png]"
+    assert observer_transcript(state.pending, "UTC") == "Mar 3 2025:\nUser (9:00 AM): look\nImage: [Image #1: cat.png]"
     # the scripted observer model names no provider: the OpenAI-style fallback, 85 for a URL image
     assert pending.tokens == round(COUNT("user") + COUNT("look") + 85 + 3.8)
     state = PendingMessage.model_validate_json(pending.model_dump_json())

@@ -142,12 +142,12 @@ def parse_date_from_content(content: str, zone: tzinfo = UTC) -> datetime | None
     -> the 7th / 15th / 23rd (`mid-to-late` takes the first word); `April to May 2023` -> the 1st
     of the second month.
     """
-    match = _SIMPLE.search(content)
-    if match and (found := parse_month_day_year(*match.groups(), zone=zone)):
-        return found
-    match = _RANGE.search(content)
-    if match and (found := parse_month_day_year(*match.groups(), zone=zone)):
-        return found
+    for pattern in (_SIMPLE, _RANGE):
+        match = pattern.search(content)
+        if match:
+            month, day, year = match.groups()
+            if found := parse_month_day_year(month, day, year, zone=zone):
+                return found
     match = _VAGUE.search(content)
     if match:
         modifier, month, year = match.groups()

@@ -1,0 +1,81 @@
+"""The model job a cycle sends, when its outcome happened, and the marker of a failed cycle.
+
+A job carries everything the model agent needs and nothing it must look up: the model chosen for
+the input's size (`ModelByInputTokens`), its fallbacks, settings and provider options, and a
+request hash over all of them, so an answer cached for one request is never reused for another.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from omstream.schemas.base import iso
+from omstream.schemas.events import (
+    BufferingFailed,
+    BufferingFailedData,
+    ObservationFailed,
+    ObservationFailedData,
+    OperationType,
+)
+from omstream.schemas.jobs import ChatMessage, JobKind, JobTrigger, ModelJob, ModelResult, request_hash
+
+from .state import Cycle
+from .step import Step
+
+__all__ = ["failed", "failure", "model_job", "outcome_time"]
+
+
+def model_job(step: Step, cycle: Cycle, messages: tuple[ChatMessage, ...], *, reflector: bool,
+              trigger: JobTrigger, input_tokens: int, kind: JobKind | None = None,
+              extra_settings: dict[str, Any] | None = None) -> ModelJob | str:
+    """The job for `cycle`, or the error text when no model may take it (ModelByInputTokens)."""
+    state, resolved = step.state, step.config.resolved
+    agent = resolved.reflection.model if reflector else resolved.observation.model
+    try:
+        model = agent.for_input_tokens(input_tokens)
+    except ValueError as exc:
+        return str(exc)
+    fallbacks = None
+    if agent.routing == "fallbacks" and isinstance(agent.spec, tuple):
+        fallbacks = tuple(e.model for e in agent.spec[1:] if e.enabled) or None
+    settings = {**agent.settings, **(extra_settings or {})}
+    options = agent.provider_options or None
+    # An observer request asked again because its answer looped wants another answer.
+    sample = 0 if reflector else cycle.level
+    config = step.config
+    return ModelJob(
+        kind=kind or cycle.kind, cycle_id=cycle.cycle_id, memory_key=state.memory_key,
+        thread_id=state.thread_id, generation=state.generation,
+        cursor=iso(state.cursor) if state.cursor else None, model=model, messages=messages,
+        settings=settings, provider_options=options, fallbacks=fallbacks,
+        request_hash=request_hash(model, messages, settings, provider_options=options,
+                                  fallbacks=fallbacks, sample=sample),
+        created_at=cycle.started_at, trigger=trigger, input_tokens=input_tokens,
+        sample=sample or None, version=config.version, config_digest=config.digest,
+    )
+
+
+def outcome_time(step: Step, cycle: Cycle, result: ModelResult) -> tuple[datetime, int]:
+    """The cycle's start plus the model call's own duration, so the log does not depend on
+    when the worker happened to read the result."""
+    duration = max(0, round((result.completed_at - result.started_at).total_seconds() * 1000))
+    return step.now(cycle.started_at + timedelta(milliseconds=duration)), duration
+
+
+def failure(step: Step, cycle: Cycle, operation: OperationType, error: str, done: datetime,
+            duration: int, *, background: bool) -> BufferingFailedData | ObservationFailedData:
+    """The failure marker's data: a background cycle's is a buffering failure."""
+    data = BufferingFailedData if background else ObservationFailedData
+    return data(
+        cycle_id=cycle.cycle_id, operation_type=operation, failed_at=done, duration_ms=duration,
+        tokens_attempted=cycle.tokens, error=error[:2000], record_id=step.record_id,
+        thread_id=step.state.thread_id,
+    )
+
+
+def failed(step: Step, cycle: Cycle, operation: OperationType, error: str, done: datetime,
+           duration: int, *, background: bool = False) -> None:
+    """Emit the failure marker of `cycle` now."""
+    cls = BufferingFailed if background else ObservationFailed
+    step.emit(cls, failure(step, cycle, operation, error, done, duration, background=background), done)

@@ -1,0 +1,66 @@
+"""Where a model result goes: to the cycle waiting for it, then on with the check it held.
+
+A result names its cycle; the cycle is found in one of the memory's three slots (the blocking
+cycle in flight, the background observation, the background reflection).  A blocking cycle's
+end resumes the check that started it (`check.resume`) from the phase after it.  A result no
+cycle waits for is recorded as ignored, except a redelivery of an answer already applied.
+"""
+
+from __future__ import annotations
+
+from omstream.schemas.events import ResultIgnored, ResultIgnoredData
+from omstream.schemas.jobs import ModelResult
+
+from .buffering import buffer_result
+from .check import resume
+from .extracting import with_structured
+from .jobs import outcome_time
+from .observing import observation_result
+from .reflecting import reflection_buffer_result, reflection_result
+from .state import Cycle
+from .step import Step
+
+__all__ = ["blocking_result", "on_result"]
+
+_RECENT_ANSWERS = 64  # cycles whose answer was applied, to recognise a job answered twice
+
+
+def on_result(step: Step, result: ModelResult) -> None:
+    """Route a model result to the cycle waiting for it; anything else is recorded and ignored."""
+    state = step.state
+    for slot, handler in (("in_flight", blocking_result), ("buffering", buffer_result),
+                          ("reflection_buffering", reflection_buffer_result)):
+        cycle = getattr(state, slot)
+        if cycle is not None and cycle.cycle_id == result.cycle_id:
+            answered = with_structured(step, cycle, result, slot)
+            if answered is None:
+                return
+            cycle, result = answered
+            step.update(answered=(*state.answered, result.cycle_id)[-_RECENT_ANSWERS:])
+            handler(step, cycle, result)
+            step.structured = None  # used by the commit, if the answer was committed
+            return
+    if result.cycle_id in state.answered:
+        # The same job answered again (the model agents are at least once: a job re-runs after
+        # a crash). Its answer is applied already; an event here would make the log depend on
+        # when a worker died, so a redelivery changes nothing, as in an uninterrupted run.
+        return
+    at = step.now(state.clock or result.completed_at)
+    step.emit(ResultIgnored, ResultIgnoredData(
+        cycle_id=result.cycle_id, kind=result.kind,
+        reason="no cycle waits for this result (a late or duplicate delivery, or superseded)",
+    ), at)
+
+
+def blocking_result(step: Step, cycle: Cycle, result: ModelResult) -> None:
+    """End the blocking cycle in flight with `result`, and resume its check when it is over."""
+    done, duration = outcome_time(step, cycle, result)
+    step.update(in_flight=None)
+    if cycle.kind == "reflect":
+        if reflection_result(step, cycle, result, done, duration):
+            resume(step, done, cycle.phase, cycle.step_number)
+    elif cycle.kind == "buffer":  # a buffer the check waited for at blockAfter
+        buffer_result(step, cycle, result)
+        resume(step, step.state.clock or done, "before-observe", cycle.step_number)
+    elif observation_result(step, cycle, result, done, duration):
+        resume(step, done, "observe", cycle.step_number)
