@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from omstream.schemas.events import (
+from omstream.schemas.events import Status
+from omstream.schemas.status import (
     ActiveWindows,
     BufferedObservationsWindow,
     BufferedReflectionWindow,
     BufferedWindows,
-    Status,
     StatusData,
     TokenWindow,
     Windows,
