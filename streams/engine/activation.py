@@ -169,7 +169,7 @@ def plan_activation(
     )
 
 
-def force_max_activation(pending_tokens: int, block_after: int | None) -> bool:
+def force_max_activation(pending_tokens: int, block_after: float | None) -> bool:
     """`forceMax` of §6.4 step 5: the pending tokens reached blockAfter."""
     return block_after is not None and pending_tokens >= block_after
 

@@ -81,7 +81,7 @@ def plan_reflection(
     *,
     async_enabled: bool,
     buffer_activation: float = 0.5,
-    block_after: int | None = None,
+    block_after: float | None = None,
     has_buffered_reflection: bool = False,
     buffering_in_flight: bool = False,
     reflecting_in_flight: bool = False,

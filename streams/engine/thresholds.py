@@ -88,7 +88,7 @@ def dynamic_threshold(threshold: Threshold, observation_tokens: int) -> int:
 
 
 def base_message_tokens(
-    override: int | None, message_tokens: int, *, buffer_tokens: int | None, buffer_activation: float | None
+    override: int | None, message_tokens: int, *, buffer_tokens: float | None, buffer_activation: float | None
 ) -> int:
     """messageTokens, or a memory's override when it is usable (spec §2: an override at or below
     bufferTokens, or at or below an absolute bufferActivation, is ignored)."""
@@ -145,7 +145,7 @@ def buffer_interval(pending_tokens: float, threshold: float, buffer_tokens: floa
 
 
 def should_trigger_buffer(
-    pending_tokens: float, last_boundary: float, threshold: float, buffer_tokens: int | None
+    pending_tokens: float, last_boundary: float, threshold: float, buffer_tokens: float | None
 ) -> bool:
     """`shouldTriggerAsyncObservation` (§6.2): pending crossed into a new interval since the last
     buffer.  `last_boundary` is the token count at which the previous buffer was triggered."""
@@ -155,12 +155,12 @@ def should_trigger_buffer(
     return math.floor(pending_tokens / interval) > math.floor(last_boundary / interval)
 
 
-def min_buffer_tokens(buffer_tokens: int | None) -> float:
+def min_buffer_tokens(buffer_tokens: float | None) -> float:
     """Fewest new message tokens worth a buffer call (§6.3 step 4): half of bufferTokens."""
     return (_FALLBACK_BUFFER_TOKENS if buffer_tokens is None else buffer_tokens) / 2
 
 
-def enough_to_buffer(candidate_tokens: int, buffer_tokens: int | None, *, skip_minimum: bool = False) -> bool:
+def enough_to_buffer(candidate_tokens: int, buffer_tokens: float | None, *, skip_minimum: bool = False) -> bool:
     """§6.3 step 4: are the candidates worth an observer call?  Idle buffering skips the minimum
     (turn end is the last chance before the user's next message)."""
     if candidate_tokens <= 0:
@@ -197,7 +197,7 @@ def reflection_buffer_activation(buffer_activation: float | None) -> float:
     return buffer_activation or _REFLECTION_BUFFER_ACTIVATION
 
 
-def requires_blocking_observation(unobserved_tokens: int, *, threshold: int, block_after: int | None) -> bool:
+def requires_blocking_observation(unobserved_tokens: int, *, threshold: int, block_after: float | None) -> bool:
     """Whether a synchronous (blocking) observation must run now (normative choice 2).
 
     Without buffering the threshold itself blocks.  With buffering, the span between the
@@ -233,9 +233,9 @@ def status_windows(
     message_tokens: int,
     reflection_tokens: int,
     share_token_budget: bool = False,
-    buffer_tokens: int | None = None,
+    buffer_tokens: float | None = None,
     buffer_activation: float | None = None,
-    block_after: int | None = None,
+    block_after: float | None = None,
     chunk_message_tokens: Sequence[int] = (),
     last_buffered_at_tokens: int = 0,
     buffering_in_flight: bool = False,
