@@ -1,6 +1,7 @@
 """The engine is a pure function of its inputs: it imports nothing that does I/O, reads a clock
 or draws a random number, and nothing outside `omstream.engine`, `omstream.schemas`, the
-standard library and a few pure libraries; its modules import each other without a cycle.
+standard library and a few pure libraries (that no product module takes part in an import
+cycle is test_layout.py's).
 
 A model table (litellm's) is the edge's to read: the engine is handed the answers
 (`EngineConfig.takes_attachments`), so folding never imports a model client.
@@ -71,30 +72,6 @@ def test_the_import_rule_would_catch_a_model_client_or_a_clock():
     assert not _allowed("litellm") and not _allowed("faust") and not _allowed("aiohttp")
     assert not _allowed("time") and not _allowed("urllib.request") and not _allowed("asyncio.tasks")
     assert _allowed("urllib.parse") and _allowed("omstream.schemas.keys") and _allowed("pydantic")
-
-
-def test_engine_modules_import_each_other_without_a_cycle():
-    graph: dict[str, set[str]] = {}
-    for path in MODULES:
-        targets = set()
-        for name, level in _imports(path):
-            if level == 1:
-                targets.add(name.split(".")[0])
-            elif name.startswith("omstream.engine."):
-                targets.add(name.split(".")[2])
-        graph[path.stem] = targets & {p.stem for p in MODULES}
-    done: set[str] = set()
-
-    def visit(module: str, trail: tuple[str, ...]) -> None:
-        assert module not in trail, " -> ".join((*trail, module))
-        if module in done:
-            return
-        for target in sorted(graph[module]):
-            visit(target, (*trail, module))
-        done.add(module)
-
-    for module in graph:
-        visit(module, ())
 
 
 _FOLD_WITH_ATTACHMENTS = textwrap.dedent("""
