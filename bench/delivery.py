@@ -66,12 +66,13 @@ def faust_worker(bootstrap: str, records: int, data: str) -> None:
     """Runs in a child process (Faust's worker owns its process): the worker's own app classes
     and batching, acking each record as the fold agent does, then prints and exits."""
     from omstream.backlog import Backlog, Intake
-    from omstream.worker import BACKLOG_BYTES, BACKLOG_RECORDS, MAX_FETCH_BYTES, STREAM_BUFFER, _App, _Topic
+    from omstream.worker.app import BACKLOG_BYTES, BACKLOG_RECORDS, MAX_FETCH_BYTES, STREAM_BUFFER
+    from omstream.worker.faust_repairs import WorkerApp, WorkerTopic
 
-    app = _App("delivery-bench", broker=f"kafka://{bootstrap}", store="memory://", datadir=data,
-               topic_allow_declare=False, topic_disable_leader=True, web_enabled=False,
-               key_serializer="raw", value_serializer="raw", consumer_auto_offset_reset="earliest",
-               Topic=_Topic, stream_buffer_maxsize=STREAM_BUFFER, consumer_max_fetch_size=MAX_FETCH_BYTES)
+    app = WorkerApp("delivery-bench", broker=f"kafka://{bootstrap}", store="memory://", datadir=data,
+                    topic_allow_declare=False, topic_disable_leader=True, web_enabled=False,
+                    key_serializer="raw", value_serializer="raw", consumer_auto_offset_reset="earliest",
+                    Topic=WorkerTopic, stream_buffer_maxsize=STREAM_BUFFER, consumer_max_fetch_size=MAX_FETCH_BYTES)
     topic = app.topic(TOPIC, key_type=bytes, value_type=bytes)
     intake = Intake(Backlog(BACKLOG_RECORDS, BACKLOG_BYTES))
     app.taps[TOPIC] = intake.put

@@ -9,19 +9,20 @@ encoded again is the same bytes: ids and hashes computed from encodings do not d
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal, get_args
+from typing import Annotated, get_args
 
 import orjson
 from pydantic import Field, TypeAdapter, ValidationError
 
 from .base import SCHEMA_VERSION, WireModel
 from .control import Control
+from .dead_letters import UnreadableCode
 from .events import Event
 from .jobs import ModelJob, ModelResult
 from .messages import Message
 
 __all__ = [
-    "INPUT_TYPES", "DecodeFailure", "FailureCode", "InputRecord",
+    "INPUT_TYPES", "DecodeFailure", "InputRecord",
     "decode_event", "decode_input", "decode_job", "encode",
 ]
 
@@ -33,12 +34,10 @@ _INPUT_CLASSES = (Message, *get_args(get_args(Control)[0]), ModelResult)
 #: The `type`s `decode_input` reads; anything else is `unknown-type`.
 INPUT_TYPES = frozenset(cls.model_fields["type"].default for cls in _INPUT_CLASSES)
 
-FailureCode = Literal["not-json", "unknown-type", "newer-schema", "invalid"]
-
 
 @dataclass(frozen=True)
 class DecodeFailure:
-    code: FailureCode
+    code: UnreadableCode
     reason: str
 
 

@@ -28,6 +28,7 @@ from pydantic import TypeAdapter
 
 from .base import SCHEMA_VERSION
 from .control import Control
+from .dead_letters import DeadLetter
 from .events import Event
 from .jobs import ModelJob, ModelResult
 from .messages import Message
@@ -70,6 +71,7 @@ def _catalogue() -> list[_WireType]:
         _WireType("model-result", ModelResult, "results"),
         _WireType("event", Event, "events", "Any record of `<ns>.events`, told apart by `type`."),
         *(_WireType(cls.model_fields["type"].default, cls, "events") for cls in events),
+        _WireType("dead-letter", DeadLetter, "dlq"),
     ]
 
 

@@ -12,11 +12,13 @@ after the others', and those take at most a quarter of the time while others' re
 
 Order within a memory is kept, which is all the fold needs (a memory skips what it has already
 folded, by offset).  Commits stay correct because a record is acked only once folded and
-stored, and the consumer never commits past an unacked record (`worker._Consumer`).
+stored, and the consumer never commits past an unacked record
+(`omstream.worker.faust_repairs.WorkerConsumer`).
 
 Reading ahead only helps if the reading is fast: the consumer hands each fetch of the input log
-to an `Intake` whole (`worker._App.taps`), so the records behind a burst reach the backlog
-in milliseconds instead of waiting for Faust to deliver the burst one record at a time.
+to an `Intake` whole (`omstream.worker.faust_repairs.WorkerApp.taps`), so the records behind a
+burst reach the backlog in milliseconds instead of waiting for Faust to deliver the burst one
+record at a time.
 """
 
 from __future__ import annotations
@@ -132,7 +134,10 @@ class Intake:
                     await asyncio.sleep(wait_s)
             current = generation()
             if current != read_in:
-                self.backlog.drop(lambda message, current=current: message.generation_id != current)
+                def stale(message: Any, current: int = current) -> bool:
+                    return bool(message.generation_id != current)
+
+                self.backlog.drop(stale)
                 read_in = current
             batch = []
             if time.monotonic() < busy_after:

@@ -21,14 +21,14 @@ import orjson
 from pydantic import ValidationError
 
 from omstream.schemas.codec import DecodeFailure, decode_input
-from omstream.schemas.control import ControlRecord, StepStarted, TurnEnded
+from omstream.schemas.control import Control, StepStarted, TurnEnded
 from omstream.schemas.jobs import ModelResult
 from omstream.schemas.messages import Message
 
 __all__ = ["ConversationRecord", "messages_of", "read_conversation", "turns"]
 
 #: A line of a conversation file: a message, or an agent-loop marker or command.
-ConversationRecord = Message | ControlRecord
+ConversationRecord = Message | Control
 
 
 def read_conversation(path: Path) -> list[ConversationRecord]:

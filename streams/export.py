@@ -76,7 +76,7 @@ class ExportSummary:
 
 def refused_positions(dead_letters: Iterable[bytes | None], log_topic: str) -> frozenset[tuple[int, int]]:
     """The (partition, offset) of every record of `log_topic` the worker dead-lettered without
-    folding it (see `omstream.worker.dead_letter` for the record's shape); unreadable dead
+    folding it (see `omstream.schemas.dead_letters.DeadLetter` for the record's shape); unreadable dead
     letters and those of other topics (a state record, say) name no log record."""
     positions = set()
     for raw in dead_letters:

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from omstream.schemas.dead_letters import LimitCode
 from omstream.schemas.messages import Message
 
 __all__ = ["Limits", "Violation", "json_depth", "check_raw", "check_message", "check_held"]
@@ -78,7 +79,7 @@ class Limits:
 class Violation:
     """A broken limit: the dead-letter `code` and a `reason` a person can act on."""
 
-    code: str
+    code: LimitCode
     reason: str
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from typing import Any
 
 import orjson
 
@@ -49,7 +50,7 @@ class CoordinatorNotReadyFilter(logging.Filter):
                 and any(isinstance(a, GroupCoordinatorNotAvailableError) for a in (record.args or ())))
 
 
-def logging_config(level: str = "INFO") -> dict:
+def logging_config(level: str = "INFO") -> dict[str, Any]:
     return {
         "version": 1,
         "disable_existing_loggers": False,

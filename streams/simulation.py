@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 from omstream.schemas.codec import encode
 from omstream.schemas.config import OmConfig
-from omstream.schemas.control import StepStarted, TurnEnded
+from omstream.schemas.control import Control, StepStarted, TurnEnded
 from omstream.schemas.jobs import ModelJob, ModelResult
 from omstream.schemas.keys import memory_key
 from omstream.schemas.messages import Message
@@ -63,14 +63,21 @@ class Simulation:
         else:
             key = memory_key(self.config.om, event.thread_id, event.resource_id)
             # A resource-wide deletion may name no thread (as in the worker).
-            state = self.states.get(key) or new_state(key, event.thread_id or event.resource_id,
-                                                      event.resource_id)
+            state = self.states.get(key) or new_state(key, _owner(event), event.resource_id)
         out = fold(state, event, self.config)
         self.states[key] = out.state
         self.events.extend(out.events)
         self.jobs.extend(out.jobs)
         self.rejected.extend(r.reason for r in out.rejected)
         return list(out.jobs)
+
+
+def _owner(event: Message | Control) -> str:
+    """Whom a new memory belongs to: the record's thread, or (a resource-wide deletion) its resource."""
+    owner = event.thread_id or event.resource_id
+    if owner is None:  # every input names one of them
+        raise ValueError(f"{event.type} names neither a thread nor a resource")
+    return owner
 
 
 async def settle(sim: Simulation, jobs: list[ModelJob], policy: RetryPolicy, hooks: Hooks,

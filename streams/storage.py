@@ -21,7 +21,7 @@ the rest (`model_copy`), so an unchanged piece is the very object that was loade
 
 **Crash safety: the core record is the root, written last.**  A batch's records reach the
 changelog in three phases, in this order on the memory's partition (sent together; the producer
-keeps a partition's order, see `worker.StateStore.write`): (1) every new piece, under a key
+keeps a partition's order, see `omstream.worker.table.StateStore.write`): (1) every new piece, under a key
 the stored core does not reference (new item indices, large values under the write's number
 ``K\0<name>\0<n>``); (2) the core, which now references them and carries the message ids this
 write adds (``seenAdded``); (3) those ids as records of their own, stamped with ``n``, and the
@@ -47,10 +47,8 @@ layout by the next batch that touches the memory.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import orjson
@@ -67,8 +65,8 @@ from omstream.engine.state import (
 )
 from omstream.schemas.errors import OmError
 
-__all__ = ["SCHEMA_VERSION", "Memories", "Plan", "StateCache", "StateUnreadable", "StoredSeen", "TooLarge",
-           "load_state", "part_keys", "plan_writes", "states_of"]
+__all__ = ["SCHEMA_VERSION", "Encodings", "Loaded", "Plan", "Read", "Scan", "StateUnreadable", "StoredSeen",
+           "changed_records", "load_state", "part_keys", "plan_writes", "states_of"]
 
 SCHEMA_VERSION = 2
 SEP = b"\x00"
@@ -87,7 +85,7 @@ _NOT_CORE = {*PARTS, *SEQUENCES, "seen", "observations"}
 #: ids and lists capped at 64): the core is measured when one of them changes.
 _UNBOUNDED_CORE = ("title", "current_task", "suggested_response", "resource_id", "thread_id")
 
-_PART_TYPES: dict[str, TypeAdapter] = {
+_PART_TYPES: dict[str, TypeAdapter[Any]] = {
     "chunks": TypeAdapter(tuple[BufferedChunk, ...]),
     "buffered_reflection": TypeAdapter(BufferedReflection | None),
     "in_flight": TypeAdapter(Cycle | None),
@@ -130,7 +128,7 @@ def part_keys(key: bytes) -> bytes:
     return key + SEP
 
 
-class StoredSeen:
+class StoredSeen(Mapping[str, str]):
     """`seen` as the stored records of one memory: looked up one id at a time, never loaded."""
 
     def __init__(self, read: Read, scan: Scan, key: bytes, written: int, since: int,
@@ -144,6 +142,15 @@ class StoredSeen:
         if found is None:
             found = _seen_entry(self._read(seen_key(self._key, message_id)), self._written, self._since)
         return found if found is not None else default
+
+    def __getitem__(self, message_id: str) -> str:
+        found: str | None = self.get(message_id)
+        if found is None:
+            raise KeyError(message_id)
+        return found
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
     def __iter__(self) -> Iterator[str]:
         prefix = seen_prefix(self._key)
@@ -241,12 +248,8 @@ def _item(read: Read, key: bytes, name: str, short: bytes, index: int) -> Any:
     return _READ_ITEM[name](value)
 
 
-class TooLarge(OmError, ValueError):
-    """A record of the state would be larger than the broker accepts."""
-
-
 @dataclass
-class _Encoded:
+class Encodings:
     """Encodings made while a batch is folded, reused when it is written (keyed by object
     identity; the object is kept so its id cannot be reused by another)."""
 
@@ -305,7 +308,7 @@ class Plan:
     stored: Loaded  # what `load_state` reads once these records are written
 
 
-def plan_writes(key: bytes, loaded: Loaded | None, state: MemoryState, encoded: _Encoded,
+def plan_writes(key: bytes, loaded: Loaded | None, state: MemoryState, encoded: Encodings,
                 read: Read, scan: Scan) -> Plan:
     """The records that turn what was stored (`loaded`) into `state`."""
     old = loaded if loaded is not None and not loaded.legacy else None
@@ -314,7 +317,7 @@ def plan_writes(key: bytes, loaded: Loaded | None, state: MemoryState, encoded: 
     pieces = []
     if old is not None and not old.settled:
         pieces += _garbage(key, old.gc, read, scan)
-        pieces += [(seen_key(key, i), _seen_value(old.written, d)) for i, d in old.state.seen.base.recent.items()]
+        pieces += [(seen_key(key, i), _seen_value(old.written, d)) for i, d in _recent(old).items()]
     gc: dict[str, Any] = {"items": {}, "parts": {}, "log": []}
     parts: dict[str, int] = {}
     for name, short in PARTS.items():
@@ -335,7 +338,8 @@ def plan_writes(key: bytes, loaded: Loaded | None, state: MemoryState, encoded: 
     for name, short in SEQUENCES.items():
         where = old.indices.get(name, {}) if old is not None else {}
         counter = old.next_index.get(name, 0) if old is not None else 0
-        kept, order = set(), []
+        kept: set[int] = set()
+        order: list[int] = []
         for item in getattr(state, name):
             index = where.get(id(item))
             if index is None or (order and index <= order[-1]):
@@ -362,8 +366,16 @@ def plan_writes(key: bytes, loaded: Loaded | None, state: MemoryState, encoded: 
     obsolete = _garbage(key, gc, read, scan)
     if old is not None and old.settled and "seenBefore" in gc:
         # The last write's ids may not be in the store yet, where `_garbage` looks for them.
-        obsolete += [(seen_key(key, i), None) for i in old.state.seen.base.recent if i not in seen_added]
+        obsolete += [(seen_key(key, i), None) for i in _recent(old) if i not in seen_added]
     return Plan(pieces, core, ids + obsolete, stored)
+
+
+def _recent(loaded: Loaded) -> dict[str, str]:
+    """The ids a stored memory's core added (its `seenAdded`): written by the next write."""
+    base = loaded.state.seen.base
+    if not isinstance(base, StoredSeen):  # every memory loaded from, or planned for, the store
+        raise TypeError(f"the seen ids of a stored memory are a StoredSeen, not {type(base).__name__}")
+    return base.recent
 
 
 def _garbage(key: bytes, gc: dict[str, Any], read: Read, scan: Scan) -> list[tuple[bytes, bytes | None]]:
@@ -387,8 +399,8 @@ def _appended(before: str, after: str) -> str | None:
     return None
 
 
-def _log_writes(key: bytes, old: Loaded | None, state: MemoryState, ranges: dict, next_index: dict,
-                gc: dict[str, Any]) -> list[tuple[bytes, bytes | None]]:
+def _log_writes(key: bytes, old: Loaded | None, state: MemoryState, ranges: dict[str, list[list[int]]],
+                next_index: dict[str, int], gc: dict[str, Any]) -> list[tuple[bytes, bytes | None]]:
     """The observation log as segments: an append writes only what it added."""
     segments = list(old.segments) if old is not None else []
     counter = old.next_index.get("observations", 0) if old is not None else 0
@@ -409,7 +421,7 @@ def _log_writes(key: bytes, old: Loaded | None, state: MemoryState, ranges: dict
 
 
 def _seen_pieces(key: bytes, loaded: Loaded | None, state: MemoryState, written: int,
-                 pieces: list, gc: dict[str, Any]) -> tuple[int, dict[str, str]]:
+                 pieces: list[tuple[bytes, bytes | None]], gc: dict[str, Any]) -> tuple[int, dict[str, str]]:
     """The core's `seenFrom` and `seenAdded` (the ids this write adds); a version-1 record's own
     ids, known before any batch, go straight to `pieces`."""
     seen = state.seen
@@ -423,158 +435,29 @@ def _seen_pieces(key: bytes, loaded: Loaded | None, state: MemoryState, written:
     return written, {i: d for i, d in seen.items() if i not in known}
 
 
-class StateCache:
-    """The memories the worker wrote last, as a load would read them back, so that a busy
-    memory is not read and validated again for every batch (its held inputs alone can be
-    thousands of records).  Least recently used first out.
-
-    It must mirror the local store: the worker fills it only right after a batch's records are
-    in the store, and empties it whenever the store may have changed under it (a rebalance).
-    """
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._memories: OrderedDict[bytes, Loaded] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._memories)
-
-    def get(self, key: bytes) -> Loaded | None:
-        loaded = self._memories.get(key)
-        if loaded is not None:
-            self._memories.move_to_end(key)
-        return loaded
-
-    def keep(self, memories: dict[bytes, Loaded]) -> None:
-        for key, loaded in memories.items():
-            self._memories[key] = loaded
-            self._memories.move_to_end(key)
-        while len(self._memories) > self.size:
-            self._memories.popitem(last=False)
-
-    def clear(self) -> None:
-        self._memories.clear()
-
-
-class Memories:
-    """The memories one batch touches: each loaded once, folded in memory, written once.
-
-    `read(partition, key)` and `scan(partition, prefix)` read the local store of a partition;
-    `cache` has memories as the store has them, and `unsaved` the memories of a batch whose
-    writes are still on their way to the store (they come first, then the cache, then the store).
-    """
-
-    def __init__(self, read: Callable[[int, bytes], bytes | None],
-                 scan: Callable[[int, bytes], Iterable[bytes]], limit: int,
-                 cache: StateCache | None = None, unsaved: dict[bytes, Loaded] | None = None) -> None:
-        self._read, self._scan, self.limit = read, scan, limit
-        self._cache, self._unsaved = cache, unsaved or {}
-        self._stored: dict[bytes, Loaded] = {}
-        self._loaded: dict[bytes, Loaded | None] = {}
-        self._current: dict[bytes, MemoryState] = {}
-        self._partition: dict[bytes, int] = {}
-        self._encoded = _Encoded()
-        self._salvaged: dict[bytes, int] = {}
-        #: Stored states that could not be read: (key, partition, reason, bytes).
-        self.unreadable: list[tuple[bytes, int, str, bytes]] = []
-
-    def _reader(self, partition: int) -> tuple[Read, Scan]:
-        # Not closures over `self`: a cached memory's `seen` keeps its reader, and must not keep
-        # the whole batch (its encodings) alive with it.
-        return partial(self._read, partition), partial(self._scan, partition)
-
-    def get(self, key: bytes, partition: int) -> MemoryState | None:
-        """The memory's state as the batch has folded it so far (loaded on first use).
-
-        A stored state this worker cannot read must not stop the memory: it is reported in
-        `unreadable` (the worker dead-letters its bytes), the memory starts again from an empty
-        state that keeps its event sequence number, and the batch's write replaces every
-        record the memory had."""
-        if key not in self._loaded:
-            self._partition[key] = partition
-            read, scan = self._reader(partition)
-            try:
-                loaded = self._unsaved.get(key)
-                if loaded is None and self._cache is not None:
-                    loaded = self._cache.get(key)
-                if loaded is None:
-                    loaded = load_state(read, scan, key)
-            except Exception as exc:  # noqa: BLE001 - a damaged or foreign record
-                raw = read(key) or b""
-                self.unreadable.append((key, partition, f"{type(exc).__name__}: {exc}"[:2000], raw))
-                self._salvaged[key] = _salvage_seq(raw)
-                loaded = None
-            self._loaded[key] = loaded
-            if loaded is not None:
-                self._current[key] = loaded.state
-        return self._current.get(key)
-
-    def salvaged_seq(self, key: bytes) -> int:
-        """The event sequence number of an unreadable stored state (0 when there is none), so
-        that a memory started again never reuses an event id."""
-        return self._salvaged.get(key, 0)
-
-    def check(self, key: bytes, before: MemoryState | None, after: MemoryState) -> None:
-        """Raise `TooLarge` if a record `after` adds or replaces would pass the limit."""
-        if before is None or after.observations is not before.observations:
-            added = _appended(before.observations, after.observations) if before is not None else None
-            self._fits(key, "observations", orjson.dumps(after.observations if added is None else added))
-        for name in PARTS:
-            value = getattr(after, name)
-            if before is not None and value is getattr(before, name):
-                continue
-            self._fits(key, name, self._encoded.get(value, _encode_part(name)))
-        for name in SEQUENCES:
-            # What the record appended: the items after the last one the state had before.
-            last = getattr(before, name)[-1] if before is not None and getattr(before, name) else None
-            for item in reversed(getattr(after, name)):
-                if item is last:
-                    break
-                self._fits(key, name, self._encoded.get(item, _encode_item(name)))
-        if before is None or any(getattr(after, f) is not getattr(before, f) for f in _UNBOUNDED_CORE):
-            self._fits(key, "core", encode_core(after, {}, {}))
-
-    def _fits(self, key: bytes, what: str, data: bytes) -> None:
-        if len(data) > self.limit:
-            raise TooLarge(f"folding the record makes the memory's {what} record {len(data)} bytes; "
-                           f"the limit is {self.limit} (below the broker's max.message.bytes)")
-
-    def put(self, key: bytes, state: MemoryState) -> None:
-        self._current[key] = state
-
-    def writes(self) -> list[tuple[int, bytes, bytes | None]]:
-        """Every record the batch changes, as (partition, key, value or None to delete), in the
-        order the changelog must hold them: the three phases of the module docstring."""
-        phases: list[list[tuple[int, bytes, bytes | None]]] = [[], [], []]
-        for key, state in self._current.items():
-            loaded = self._loaded.get(key)
-            if loaded is not None and state is loaded.state and not loaded.legacy:
-                self._stored[key] = loaded
-                continue
-            partition = self._partition[key]
-            read, scan = self._reader(partition)
-            if key in self._salvaged:
-                # An unreadable memory starts again: nothing of the old one is kept.
-                phases[0] += [(partition, k, None) for k in scan(part_keys(key))]
-            plan = plan_writes(key, loaded, state, self._encoded, read, scan)
-            phases[0] += [(partition, k, v) for k, v in plan.pieces]
-            phases[1].append((partition, *plan.core))
-            phases[2] += [(partition, k, v) for k, v in plan.obsolete]
-            self._stored[key] = plan.stored
-        return [write for phase in phases for write in phase]
-
-    def stored(self) -> dict[bytes, Loaded]:
-        """The batch's memories as the store has them once `writes()` are written (the next
-        batch's `unsaved` until then, and the worker's `StateCache`)."""
-        return self._stored
-
-
-def _salvage_seq(raw: bytes) -> int:
-    try:
-        seq = orjson.loads(raw).get("seq")
-    except Exception:  # noqa: BLE001 - not even JSON
-        return 0
-    return seq if isinstance(seq, int) and seq > 0 else 0
+def changed_records(before: MemoryState | None, after: MemoryState,
+                    encoded: Encodings) -> Iterator[tuple[str, bytes]]:
+    """The records a fold that turned `before` into `after` adds or replaces, as (which, bytes),
+    so that their size can be checked before anything is sent: what the observation log
+    appends, each large value replaced, each sequence item appended, and the core when a field
+    whose size the fold does not bound changed."""
+    if before is None or after.observations is not before.observations:
+        added = _appended(before.observations, after.observations) if before is not None else None
+        yield "observations", orjson.dumps(after.observations if added is None else added)
+    for name in PARTS:
+        value = getattr(after, name)
+        if before is not None and value is getattr(before, name):
+            continue
+        yield name, encoded.get(value, _encode_part(name))
+    for name in SEQUENCES:
+        # What the record appended: the items after the last one the state had before.
+        last = getattr(before, name)[-1] if before is not None and getattr(before, name) else None
+        for item in reversed(getattr(after, name)):
+            if item is last:
+                break
+            yield name, encoded.get(item, _encode_item(name))
+    if before is None or any(getattr(after, f) is not getattr(before, f) for f in _UNBOUNDED_CORE):
+        yield "core", encode_core(after, {}, {})
 
 
 def states_of(records: dict[bytes, bytes]) -> dict[str, MemoryState]:

@@ -140,7 +140,7 @@ def run_demo(settings: Settings, conversation: Path, *, stay: bool, model: str |
             print(f"the worker did not become ready; see {worker_log}", file=sys.stderr)
             return 1
         records = read_conversation(conversation)
-        threads = sorted({m.thread_id for m in records})
+        threads = sorted({m.thread_id for m in records if m.thread_id is not None})
         print(f"3/5 playing {len(records)} messages of {len(threads)} thread(s) as an agent loop "
               "(message, step, reply, turn end) ...", flush=True)
         asyncio.run(_play(settings, records))

@@ -24,7 +24,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     import faust
 
     from ..logs import logging_config
-    from ..worker import build_app
+    from ..worker.app import build_app
 
     settings = settings_of(args)
     settings.data_dir.mkdir(parents=True, exist_ok=True)

@@ -48,7 +48,6 @@ from omstream.schemas.events import (
     ThreadUpdateData,
 )
 from omstream.schemas.jobs import ModelResult
-from omstream.schemas.keys import memory_key
 from omstream.schemas.messages import Message, TokenCount, ToolCallPart, ToolResultPart
 
 from .buffering import start_buffer
@@ -64,10 +63,7 @@ from .temporal import TimedMessage, plan_temporal_gap
 from .tokens import Counter, count_message
 from .transcript import SIGNAL, transcribe
 
-# `memory_key` belongs to the schemas (`omstream.schemas.keys`); it is named here as well only
-# while edge modules still import it from the fold.
-__all__ = ["EngineConfig", "Folded", "Input", "Rejected", "addressed", "fold", "holds", "memory_key",
-           "new_state"]
+__all__ = ["EngineConfig", "Folded", "Input", "Rejected", "addressed", "fold", "holds", "new_state"]
 
 Input = InputRecord
 _INPUT = TypeAdapter(InputRecord)

@@ -1,5 +1,5 @@
-"""What the worker's consumer lets Faust commit (`streams.worker._Consumer`): never past a record
-nothing handled.  The chaos test found these holes on a real broker; here each is pinned alone."""
+"""What the worker's consumer lets Faust commit (`omstream.worker.faust_repairs.WorkerConsumer`):
+never past a record nothing handled.  The chaos test found these holes on a real broker; here each is pinned alone."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import faust
 import pytest
 from faust.types import TP, Message
 
-from omstream.worker import _Consumer, _Topic, _Transport
+from omstream.worker.faust_repairs import WorkerConsumer, WorkerTopic, WorkerTransport
 
 TOPIC = "t.log"
 PART = TP(TOPIC, 0)
@@ -18,12 +18,12 @@ def consumer():
     app = faust.App("commits-test", broker="kafka://127.0.0.1:9", web_enabled=False)
     app.topics.acks_enabled_for = lambda topic: True  # the worker's topics are acking topics
     app.flow_control.resume()
-    transport = _Transport(app.conf.broker_consumer, app)
+    transport = WorkerTransport(app.conf.broker_consumer, app)
 
     async def nothing(*_):
         return None
 
-    return _Consumer(transport, callback=nothing, on_partitions_revoked=nothing,
+    return WorkerConsumer(transport, callback=nothing, on_partitions_revoked=nothing,
                      on_partitions_assigned=nothing)
 
 
@@ -74,7 +74,7 @@ def test_a_record_of_an_earlier_generation_is_not_acked(consumer):
 def test_records_buffered_before_the_flow_resumes_are_kept():
     # Faust resumes and seeks the stream partitions before it resumes the flow, and its own
     # stream buffers are emptied on resume: what was fetched in between was lost.
-    app = faust.App("buffer-test", broker="kafka://127.0.0.1:9", web_enabled=False, Topic=_Topic)
+    app = faust.App("buffer-test", broker="kafka://127.0.0.1:9", web_enabled=False, Topic=WorkerTopic)
     app.flow_control.suspend()
     queue = app.topic(TOPIC).clone().queue
     queue.force_put_nowait("fetched while suspended")

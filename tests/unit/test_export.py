@@ -23,7 +23,7 @@ LOG = "ns.log"
 
 
 def letter(code: str, partition: int, offset: int, topic: str = LOG) -> bytes:
-    """A dead letter in the worker's shape (`omstream.worker.dead_letter`)."""
+    """A dead letter in the worker's shape (`omstream.schemas.dead_letters.DeadLetter`)."""
     return orjson.dumps({"type": "dead-letter", "code": code, "reason": "r", "key": "thread:a",
                          "source": {"topic": topic, "partition": partition, "offset": offset},
                          "value": base64.b64encode(b"x").decode()})

@@ -1,4 +1,4 @@
-"""The fold agent's guards (omstream.worker.fold_record): no record can crash it.
+"""The fold agent's guards (omstream.worker.folding.fold_record): no record can crash it.
 
 Each bad record becomes one `<ns>.dlq` record with its code and leaves the memory's state as it
 was; a model answer that cannot be applied ends its cycle with the cycle's failed event.
@@ -11,17 +11,19 @@ from types import SimpleNamespace
 import orjson
 import pytest
 
-import omstream.worker as worker
+import omstream.worker.folding as folding
 from omstream.engine.fold import fold, new_state
 from omstream.engine.state import MemoryState
 from omstream.limits import Limits
+from omstream.memories import Memories
 from omstream.schemas.codec import decode_input, encode
+from omstream.schemas.jobs import ModelJob
 from omstream.schemas.messages import Message
 from omstream.settings import Settings
 from omstream.signing import HEADER, sign
-from omstream.storage import Memories, load_state
+from omstream.storage import load_state
 from omstream.topics import Topics
-from omstream.worker import MAX_OUTPUT_BYTES, FoldContext, fold_record
+from omstream.worker.folding import MAX_OUTPUT_BYTES, FoldContext, Outcome, fold_record
 from tests.helpers import T0, engine, message, scripted_result
 
 KEY = b"thread:t1"
@@ -49,7 +51,7 @@ class Store:
         return sorted(k for k in self.records if k.startswith(prefix))
 
     def feed(self, ctx: FoldContext, value: bytes, *, headers=None, timestamp_ms: int = LOG_MS,
-             key: bytes = KEY) -> worker.Outcome:
+             key: bytes = KEY) -> Outcome:
         record = SimpleNamespace(topic=TOPICS.log, partition=0, offset=self.offset, key=key, value=value,
                                  headers=headers or [], timestamp=timestamp_ms / 1000)
         self.offset += 1
@@ -75,11 +77,11 @@ def raw(item) -> bytes:
     return encode(item)
 
 
-def dead(outcome: worker.Outcome) -> list[dict]:
+def dead(outcome: Outcome) -> list[dict]:
     return [orjson.loads(v) for t, _, v in outcome.records if t == TOPICS.dlq]
 
 
-def event_types(outcome: worker.Outcome) -> list[str]:
+def event_types(outcome: Outcome) -> list[str]:
     return [orjson.loads(v)["type"] for t, _, v in outcome.records if t == TOPICS.events]
 
 
@@ -145,7 +147,7 @@ def blocking(store: Store, ctx: FoldContext):
         outcome = store.feed(ctx, raw(message(i)))
     [job] = [orjson.loads(v) for t, _, v in outcome.records if t == TOPICS.jobs]
     assert store.state().in_flight is not None
-    return worker.ModelJob.model_validate(job)
+    return ModelJob.model_validate(job)
 
 
 def signed_result(result) -> tuple[bytes, list]:
@@ -169,14 +171,14 @@ def test_an_answer_that_cannot_be_applied_fails_its_cycle(monkeypatch):
     store, ctx = Store(), context()
     job = blocking(store, ctx)
     store.feed(ctx, raw(message(6)))  # held
-    real = worker.fold
+    real = folding.fold
 
     def broken(state, record, config, **kwargs):
         if getattr(record, "ok", False):
             raise RuntimeError("boom")
         return real(state, record, config, **kwargs)
 
-    monkeypatch.setattr(worker, "fold", broken)
+    monkeypatch.setattr(folding, "fold", broken)
     value, headers = signed_result(scripted_result(job))
     outcome = store.feed(ctx, value, headers=headers)
     assert [d["code"] for d in dead(outcome)] == ["fold-error"]
@@ -198,7 +200,7 @@ def test_an_exception_in_the_fold_leaves_the_state_and_the_worker_goes_on(monkey
     def broken(state, record, config):
         raise ValueError("a bug")
 
-    monkeypatch.setattr(worker, "fold", broken)
+    monkeypatch.setattr(folding, "fold", broken)
     outcome = store.feed(ctx, raw(message(1)))
     assert [d["code"] for d in dead(outcome)] == ["fold-error"] and store.snapshot() == before
     monkeypatch.undo()

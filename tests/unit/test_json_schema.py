@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from omstream.cli import main
 from omstream.schemas.base import SCHEMA_VERSION
 from omstream.schemas.codec import INPUT_TYPES, DecodeFailure, decode_event, decode_input, decode_job
+from omstream.schemas.dead_letters import DeadLetter
 from omstream.schemas.events import EVENT_TYPES, EventEnvelope
 from omstream.schemas.jobs import ModelJob, ModelResult
 from omstream.schemas.jsonschema import DEFAULT_DIR, INDEX, export_schemas, render_schemas
@@ -57,6 +58,8 @@ def pydantic_accepts(file: str, sample: dict[str, Any]) -> bool:
     try:
         if file == "model-job.json":
             decode_job(raw)
+        elif file == "dead-letter.json":
+            DeadLetter.model_validate_json(raw)
         elif file == "event.json" or file.startswith(("data-om-", "om-")):
             decoded = decode_event(raw)
             assert file == "event.json" or decoded.type == file.removesuffix(".json")
@@ -85,7 +88,7 @@ def test_index_lists_every_file_and_every_wire_type() -> None:
     files = {entry["file"] for entry in index["schemas"]}
     assert files | {INDEX} == set(render_schemas())
     covered = {t for entry in index["schemas"] for t in entry["types"]}
-    assert covered == INPUT_TYPES | set(EVENT_TYPES) | {"model-job"}
+    assert covered == INPUT_TYPES | set(EVENT_TYPES) | {"model-job", "dead-letter"}
     for entry in index["schemas"]:
         schema = json.loads((DEFAULT_DIR / entry["file"]).read_text(encoding="utf-8"))
         assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
@@ -321,6 +324,10 @@ VALID: dict[str, dict[str, Any]] = {
         "contents": "3 hours later — 03/03/2025, 12:00 PM UTC"}},
     "om-memory-deleted.json": {**ENVELOPE, "type": "om-memory-deleted",
                                "data": {"reason": "thread-deleted", "generationCount": 2}},
+    # As the worker writes it (`omstream.worker.folding.refuse`): the record's key, null when it had none.
+    "dead-letter.json": {"type": "dead-letter", "code": "wrong-key", "reason": "record key must be the memory key",
+                         "source": {"topic": "om.log", "partition": 3, "offset": 41}, "key": None,
+                         "value": "eyJ0aHJlYWRJZCI6InQxIn0="},
     "om-message-accepted.json": {**ENVELOPE, "type": "om-message-accepted", "inputOffset": 41, "inputLast": True, "data": {
         "message": {"type": "message", "id": "m1", "threadId": "t1", "role": "user", "content": "hi",
                     "createdAt": T, "tokens": {"counter": "tokenx", "count": 2}}}},
@@ -343,7 +350,7 @@ def test_valid_samples_pass_both_jsonschema_and_pydantic(file: str) -> None:
         assert pydantic_accepts(union, sample)
 
 
-@pytest.mark.parametrize("cls", [Message, *CONTROL_CLASSES, ModelJob, ModelResult, *EVENT_TYPES.values()],
+@pytest.mark.parametrize("cls", [Message, *CONTROL_CLASSES, ModelJob, ModelResult, *EVENT_TYPES.values(), DeadLetter],
                          ids=lambda c: c.__name__)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
@@ -408,6 +415,12 @@ INVALID: list[tuple[str, str, dict[str, Any]]] = [
      _with(VALID["data-om-status.json"], "paused", "data", "windows", "buffered", "reflection", "status")),
     ("event of an unknown type", "event.json", _with(VALID["data-om-status.json"], "data-om-observed", "type")),
     ("event without its type", "event.json", _without(VALID["om-result-ignored.json"], "type")),
+    ("dead letter with a code outside the closed set", "dead-letter.json",
+     _with(VALID["dead-letter.json"], "rejected", "code")),
+    ("dead letter without its key (null when the record had none)", "dead-letter.json",
+     _without(VALID["dead-letter.json"], "key")),
+    ("dead letter of a position before the log", "dead-letter.json",
+     _with(VALID["dead-letter.json"], -2, "source", "offset")),
 ]
 
 

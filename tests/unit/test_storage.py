@@ -1,7 +1,7 @@
 """The stored layout of a memory (omstream.storage): what is written, what is read back, and old states.
 
-The store here is a dict standing in for one partition's RocksDB; `Memories` and `plan_writes`
-are the worker's own code.
+The store here is a dict standing in for one partition's RocksDB; `Memories` (`omstream.memories`)
+and `plan_writes` are the worker's own code.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from omstream.engine.fold import fold, new_state
 from omstream.engine.state import MemoryState
-from omstream.storage import SEP, Memories, StateCache, load_state
+from omstream.memories import Memories, StateCache
+from omstream.storage import SEP, load_state
 from tests.helpers import engine, message, scripted_result
 
 KEY = b"thread:t1"

@@ -1,0 +1,152 @@
+"""`om worker`'s Faust app: the fold agent and the model agent, wired to their topics.
+
+What each agent does is in `omstream.worker.fold_loop` and `omstream.worker.model_agent`; this
+module only builds the app (with `omstream.worker.faust_repairs`), its topics and state table,
+and hands them to the two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import cast
+
+import faust
+from faust.types import Message, StreamT
+
+from omstream.engine.extraction import import_references
+from omstream.engine.fold import EngineConfig
+from omstream.models import local as local_models
+from omstream.models.cache import ResultCache
+from omstream.models.calls import RetryPolicy
+from omstream.models.capabilities import takes_attachments
+from omstream.models.hooks import Hooks, run_job_with_hooks
+from omstream.schemas.jobs import ModelJob, ModelResult
+
+from ..backlog import Backlog, Intake
+from ..limits import Limits
+from ..memories import StateCache
+from ..settings import Settings
+from ..signing import result_key
+from ..topics import Topics
+from ..versions import WorkerStats, register, stats_path, version_info
+from .faust_repairs import WorkerApp, WorkerTopic
+from .fold_loop import FoldLoop
+from .folding import FoldContext
+from .model_agent import ModelAgent, warm_up_quietly
+from .sending import ProducerSender, until_done
+from .table import StateStore, TableChangelog, TableFiles
+
+__all__ = ["BACKLOG_BYTES", "BACKLOG_RECORDS", "MAX_FETCH_BYTES", "STREAM_BUFFER", "build_app"]
+
+log = logging.getLogger("omstream.worker")
+
+#: Records a stream (the model agents') buffers before Faust stops fetching the partition.
+STREAM_BUFFER = 500
+#: Bytes one fetch brings from a partition (a larger record still comes, alone).
+MAX_FETCH_BYTES = 1024 * 1024
+#: Records (and their bytes) the fold agent reads ahead of its batches (`omstream.backlog`).
+BACKLOG_RECORDS = 5000
+BACKLOG_BYTES = 32 * 1024**2
+
+
+def _faust_app(settings: Settings) -> WorkerApp:
+    return WorkerApp(
+        settings.app_id,
+        broker=f"kafka://{settings.bootstrap}",
+        store="rocksdb://",
+        # Per app: table files (and their changelog offsets) belong to one namespace.
+        datadir=str(settings.data_dir / "worker" / settings.app_id),
+        topic_partitions=settings.partitions,
+        topic_allow_declare=False,
+        topic_disable_leader=True,
+        web_enabled=False,
+        key_serializer="raw",
+        value_serializer="raw",
+        producer_acks=-1,
+        consumer_auto_offset_reset="earliest",
+        broker_commit_every=100,
+        broker_commit_interval=1.0,
+        # A killed worker's partitions move on once its session times out (Faust's default is
+        # 60 s, so a restart waited a minute for the group to rebalance).
+        broker_session_timeout=10.0,
+        consumer_group_instance_id=settings.instance_id or None,
+        Topic=WorkerTopic,
+        # The input log is handed to the fold agent's backlog a fetch at a time (`WorkerApp.taps`),
+        # and fairness between memories is the backlog's (`Intake.batches`).  A fetch is large
+        # so that a busy partition is read quickly: the records behind it (other memories')
+        # come only with the next fetch.
+        stream_buffer_maxsize=STREAM_BUFFER,
+        consumer_max_fetch_size=MAX_FETCH_BYTES,
+    )
+
+
+def _load_local_models(settings: Settings) -> None:
+    local_models.configure_from(settings)
+    for model in {settings.om.observer_model, settings.om.reflector_model}:
+        if local_models.is_local(model) and local_models.is_installed(model):
+            local_models.load(model)  # a missing one fails its jobs, saying how to install it
+
+
+def build_app(settings: Settings) -> faust.App:
+    topics = Topics.of(settings)
+    config = EngineConfig(settings.om, settings.version, settled=settings.fold_mode == "settled",
+                          takes_attachments=takes_attachments)
+    (settings.data_dir / "worker").mkdir(parents=True, exist_ok=True)  # faust makes only the last level
+    _load_local_models(settings)
+    app = _faust_app(settings)
+    inputs = app.topic(topics.log, key_type=bytes, value_type=bytes)
+    jobs = app.topic(topics.jobs, key_type=bytes, value_type=bytes)
+    state_table = app.Table(
+        "state", default=None, key_type=bytes, value_type=bytes, partitions=settings.partitions,
+        options={"block_cache_size": 16 * 1024**2, "block_cache_compressed_size": 4 * 1024**2},
+    )
+    key_for_results = result_key(settings.result_key, settings.data_dir)
+    stats_file = stats_path(settings)
+    stats = WorkerStats.load(stats_file)
+    sender = ProducerSender(app)
+
+    intake = Intake(Backlog(BACKLOG_RECORDS, BACKLOG_BYTES))
+    app.taps[topics.log] = intake.put
+    folds = FoldLoop(
+        FoldContext(settings, topics, config, Limits.from_settings(settings), key_for_results, settings.thread_filter),
+        sender, StateStore(TableChangelog(app, state_table), TableFiles(state_table)),
+        StateCache(settings.state_cache), lambda message: app.consumer.ack(cast(Message, message)),
+        stats=stats, busy=intake.busy)
+
+    # Its records come from `intake`, not from its stream: the agent subscribes the consumer
+    # to the input log.
+    @app.agent(inputs, name="fold")
+    async def fold_agent(stream: StreamT[bytes]) -> None:
+        await folds.run(intake.batches(settings.batch_max, settings.memory_batch_max, settings.batch_wait_ms / 1000,
+                                       lambda: app.consumer_generation_id),
+                        lambda: app.consumer_generation_id)
+
+    answers = ResultCache(settings.bootstrap, topics.cache,
+                          settings.data_dir / "worker" / settings.app_id / "result-cache", key_for_results)
+    policy = RetryPolicy.from_settings(settings)
+    hooks = Hooks.from_config(settings.om)  # §13 lifecycle hooks; they never fail a job
+    import_references(settings.om)  # extractor code: a missing module stops the start
+
+    async def run(job: ModelJob) -> ModelResult:
+        return await run_job_with_hooks(job, policy, hooks)
+
+    models = ModelAgent(run=run, cache=answers, sender=sender, topics=topics, config=config,
+                        result_key=key_for_results, deadline_s=settings.job_deadline_ms / 1000,
+                        concurrency=settings.model_concurrency, stats=stats)
+
+    @app.agent(jobs, name="models")
+    async def model_agent(stream: StreamT[bytes]) -> None:
+        await warm_up_quietly()
+        await answers.start()
+        await until_done("register the version", lambda: register(settings, version_info(settings)))
+        log.info("model agent ready", extra={"version": settings.version, "foldMode": settings.fold_mode})
+        jobs_stream = cast(faust.Stream[bytes], stream)  # `StreamT` declares no `noack`
+        await models.consume(jobs_stream.noack().events(), jobs_stream.ack)
+
+    @app.timer(1.0)  # type: ignore[untyped-decorator]  # faust's decorators are untyped
+    async def save_stats() -> None:
+        await asyncio.to_thread(stats.save, stats_file)
+
+    return app
+
