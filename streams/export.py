@@ -26,9 +26,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-import orjson
+from pydantic import ValidationError
 
 from omstream.schemas.codec import DecodeFailure, decode_input, encode
+from omstream.schemas.dead_letters import DeadLetter, DeadLetterCode
 from omstream.schemas.errors import OmError
 from omstream.schemas.jobs import ModelResult
 from omstream.schemas.keys import memory_key
@@ -43,7 +44,7 @@ __all__ = ["ExportSummary", "Selection", "UnknownVersion", "choose", "export", "
 SKIP_REASONS = ("other-memory", "undecodable", "model-result", "other-thread", "dead-lettered")
 
 #: Dead-letter codes of records the fold did apply (it refused part of them itself).
-FOLDED_CODES = frozenset({"conflict"})
+FOLDED_CODES: frozenset[DeadLetterCode] = frozenset({"conflict"})
 
 
 class UnknownVersion(OmError, ValueError):
@@ -81,17 +82,11 @@ def refused_positions(dead_letters: Iterable[bytes | None], log_topic: str) -> f
     positions = set()
     for raw in dead_letters:
         try:
-            letter = orjson.loads(raw or b"")
-        except orjson.JSONDecodeError:
+            letter = DeadLetter.model_validate_json(raw or b"")
+        except ValidationError:
             continue
-        source = letter.get("source") if isinstance(letter, dict) else None
-        if not isinstance(source, dict) or source.get("topic") != log_topic:
-            continue
-        if letter.get("code") in FOLDED_CODES:
-            continue
-        partition, offset = source.get("partition"), source.get("offset")
-        if isinstance(partition, int) and isinstance(offset, int):
-            positions.add((partition, offset))
+        if letter.source.topic == log_topic and letter.code not in FOLDED_CODES:
+            positions.add((letter.source.partition, letter.source.offset))
     return frozenset(positions)
 
 

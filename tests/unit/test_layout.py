@@ -1,0 +1,133 @@
+"""The shape of the package: module sizes and an import graph without cycles.
+
+Read from the source with `ast`, not by importing it, so an import hidden in a function (the
+usual way a cycle is papered over) counts as much as one at the top of a module.  Imports under
+`if TYPE_CHECKING:` are left out: they never run.  What the engine may import is
+test_engine_purity.py's.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+#: The repository's folders and the import packages they are (pyproject's package-dir).
+PACKAGES = {"streams": "omstream", "schemas": "omstream.schemas",
+            "projections": "omstream.projections", "infra": "omstream.infra"}
+MAX_LINES = 600
+
+
+def product_modules() -> dict[str, Path]:
+    modules = {}
+    for folder, package in PACKAGES.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join((package, *parts))] = path
+    return modules
+
+
+MODULES = product_modules()
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _walk(node: ast.AST) -> Iterator[ast.AST]:
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.If) and _is_type_checking(child):
+            yield from (n for branch in child.orelse for n in [branch, *_walk(branch)])
+            continue
+        yield child
+        yield from _walk(child)
+
+
+def imports_of(module: str, path: Path) -> set[str]:
+    """Every module `module` imports, as absolute names.  `from package import submodule` imports
+    the submodule; the package itself only when a name of its own is imported (a parent package
+    is always initialised before its submodules, so that edge alone is no cycle)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in _walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            submodules = {f"{base}.{alias.name}" for alias in node.names} & MODULES.keys()
+            found.update(submodules)
+            if len(submodules) < len(node.names):  # a name of the module itself, not only its submodules
+                found.add(base)
+    return found
+
+
+GRAPH = {module: {name for name in imports_of(module, path) if name in MODULES and name != module}
+         for module, path in MODULES.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_product_module_is_over_600_lines():
+    sizes = {module: len(path.read_text().splitlines()) for module, path in MODULES.items()}
+    print(f"{len(sizes)} modules, the largest: "
+          + ", ".join(f"{m} {n}" for m, n in sorted(sizes.items(), key=lambda kv: -kv[1])[:5]))
+    assert {m: n for m, n in sizes.items() if n > MAX_LINES} == {}
+
+
+def test_the_import_graph_has_no_cycle():
+    # The package root exports names lazily (`omstream.__getattr__`), so it imports nothing.
+    assert cycles(GRAPH) == []
+
+
+def test_a_cycle_would_be_found():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
