@@ -62,7 +62,7 @@ def rule_problems(om: OmConfig) -> list[Problem]:
 def _buffer_size(buffer_tokens: int | float, message_tokens: int) -> int | float:
     """`bufferTokens` in tokens, as far as the rule needs it: a ratio below 1 of messageTokens,
     rounded half up, else the count itself (the engine's `resolve_buffer_tokens`, which
-    tests/unit/test_config_rules.py holds this to)."""
+    tests/unit/schemas/test_config_rules.py holds this to)."""
     if buffer_tokens < 1:
         return math.floor(message_tokens * buffer_tokens + 0.5)
     return tidy(buffer_tokens)

@@ -4,7 +4,8 @@ No clock, no randomness, no I/O: time is the inputs' event time, ids derive from
 and sequence numbers (`ids`), and whatever the engine must know of the world (a model's
 capabilities) is handed to it in its configuration (`step.EngineConfig`).  It imports only itself,
 `omstream.schemas` and the standard library, with pydantic, orjson, jsonschema and tiktoken for
-pure computation (tests/unit/test_layout.py and test_engine_purity.py hold it to that).
+pure computation (tests/unit/test_layout.py and tests/unit/engine/test_engine_purity.py hold
+it to that).
 
 Where each decision is made.  A concept that is both a rule and a step of a cycle has two
 modules: the rule, a function of numbers and records (`activation`, `extraction`,

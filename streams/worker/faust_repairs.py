@@ -2,7 +2,7 @@
 
 The chaos test (SIGKILLs of the worker, a broker restart) found records lost at every worker
 start and offsets committed past records nothing handled; each repair below says what Faust
-does and why it is wrong for the worker.  `tests/unit/test_consumer_commits.py` pins each one
+does and why it is wrong for the worker.  `tests/unit/worker/test_consumer_commits.py` pins each one
 against plain Faust.  The consumer also hands the input log over a fetch at a time
 (`WorkerApp.taps`, `omstream.backlog.Intake`), which is what lets the fold agent read ahead.
 """

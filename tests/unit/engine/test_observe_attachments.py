@@ -36,7 +36,7 @@ from omstream.schemas.control import ObserveRequested
 from omstream.schemas.jobs import ChatMessage, ModelJob, request_hash
 from omstream.schemas.messages import Message
 from tests.helpers import T0, engine, fold_inputs, text_of
-from tests.unit.test_json_schema import pydantic_accepts, validator
+from tests.unit.schemas.test_json_schema import pydantic_accepts, validator
 
 COUNT = get_counter("tokenx").count
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="

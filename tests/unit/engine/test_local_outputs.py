@@ -32,7 +32,7 @@ from omstream.engine.prompts import (
 from omstream.engine.transcript import TranscriptLine, render_transcript
 from omstream.models import scripted
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = sorted((ROOT / "tests/fixtures/local_model").glob("*.json"))
 OBSERVATION = re.compile(r"^\* (?:🔴|🟡|🟢|✅) \(\d{2}:\d{2}\) \S")
 SUB = re.compile(r"^\s+\* \S")

@@ -16,7 +16,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-ENGINE = Path(__file__).resolve().parents[2] / "streams" / "engine"
+ENGINE = Path(__file__).resolve().parents[3] / "streams" / "engine"
 MODULES = sorted(ENGINE.glob("*.py"))
 
 #: Third-party libraries the engine may use: pure computation on values it is given (pydantic

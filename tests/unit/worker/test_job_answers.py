@@ -10,7 +10,7 @@ from omstream.models.calls import RetryPolicy, run_job, warm_up
 from omstream.schemas.codec import encode
 from omstream.schemas.jobs import ModelResult
 from omstream.worker.model_agent import answer_job
-from tests.unit.test_model_calls import job
+from tests.unit.models.test_model_calls import job
 
 
 def answer(raw: bytes, run, deadline_s: float = 5.0):

@@ -22,7 +22,7 @@ from omstream.schemas.events import EVENT_TYPES, EventEnvelope
 from omstream.schemas.jobs import ModelJob, ModelResult
 from omstream.schemas.jsonschema import DEFAULT_DIR, INDEX, export_schemas, render_schemas
 from omstream.schemas.messages import Message
-from tests.unit.test_wire_roundtrip import CONTROL_CLASSES, wire_instances
+from tests.unit.schemas.test_wire_roundtrip import CONTROL_CLASSES, wire_instances
 
 T = "2025-03-03T09:00:00Z"
 CONFIG = {"messageTokens": 30000, "observationTokens": 40000, "scope": "thread"}

@@ -172,8 +172,8 @@ async def test_async_buffer_jobs_never_wait_even_in_await_mode():
 
 
 async def test_hooks_load_from_the_config_references():
-    om = load_om_config({"hooks": {"onObservationStart": "tests.unit.test_hooks:on_observation_start",
-                                   "onObservationEnd": "tests.unit.test_hooks:on_observation_end"},
+    om = load_om_config({"hooks": {"onObservationStart": "tests.unit.models.test_hooks:on_observation_start",
+                                   "onObservationEnd": "tests.unit.models.test_hooks:on_observation_end"},
                          "hookExecution": "await"})
     hooks = Hooks.from_config(om)
     assert hooks.execution == "await" and set(hooks.functions) == {"onObservationStart", "onObservationEnd"}
@@ -186,6 +186,6 @@ def test_no_hooks_and_bad_settings():
     assert not Hooks() and not Hooks.from_config(load_om_config({}))
     with pytest.raises(ValueError):
         Hooks({}, "sometimes")
-    om = load_om_config({"hooks": {"onReflectionEnd": "tests.unit.test_hooks:missing_function"}})
+    om = load_om_config({"hooks": {"onReflectionEnd": "tests.unit.models.test_hooks:missing_function"}})
     with pytest.raises(ValueError, match="missing_function"):
         Hooks.from_config(om)

@@ -17,7 +17,7 @@ from omstream.limits import Violation
 from omstream.schemas.codec import DecodeFailure, encode
 from omstream.schemas.dead_letters import DeadLetter, DeadLetterCode
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[3] / "README.md"
 
 
 def handmade(*, code: str, reason: str, topic: str, partition: int, offset: int,

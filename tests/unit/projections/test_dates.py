@@ -252,7 +252,7 @@ def test_header_dates_are_read_in_the_configured_zone():
 
 
 def test_the_module_has_no_clock():
-    source = Path(__file__).resolve().parents[2] / "projections" / "dates.py"
+    source = Path(__file__).resolve().parents[3] / "projections" / "dates.py"
     tree = ast.parse(source.read_text())
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
