@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -78,3 +79,11 @@ def recorded_config(recording: Path) -> dict:
     options["observation"]["model"] = "scripted/observer"
     options["reflection"]["model"] = "scripted/reflector"
     return {"observationalMemory": options}
+
+
+async def until(condition, timeout: float = 5.0) -> None:
+    """Wait (polling every millisecond) until `condition()` holds; fail after `timeout` seconds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.001)

@@ -26,7 +26,7 @@ from omstream.worker.fold_loop import FoldLoop
 from omstream.worker.folding import FoldContext
 from omstream.worker.sending import Headers, OutputRecord
 from omstream.worker.table import StateStore
-from tests.helpers import T0, engine, message
+from tests.helpers import T0, engine, message, until
 
 KEY = b"thread:t1"
 TOPICS = Topics("om")
@@ -40,13 +40,6 @@ def context() -> FoldContext:
 def record(offset: int, thread: str = "t1"):
     return SimpleNamespace(topic=TOPICS.log, partition=0, offset=offset, key=f"thread:{thread}".encode(),
                            value=encode(message(offset, thread)), headers=[], timestamp=LOG_MS / 1000)
-
-
-async def until(condition, timeout: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, "timed out"
-        await asyncio.sleep(0.001)
 
 
 class Sender:

@@ -21,7 +21,7 @@ from omstream.topics import Topics
 from omstream.versions import WorkerStats
 from omstream.worker.model_agent import ModelAgent
 from omstream.worker.sending import Headers, OutputRecord
-from tests.helpers import engine
+from tests.helpers import engine, until
 
 TOPICS = Topics("om")
 SECRET = b"secret"
@@ -44,13 +44,6 @@ def event(offset: int, value: bytes):
     message = SimpleNamespace(topic=TOPICS.jobs, partition=0, offset=offset, key=b"thread:t1", value=value,
                               headers=[])
     return SimpleNamespace(message=message)
-
-
-async def until(condition, timeout: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, "timed out"
-        await asyncio.sleep(0.001)
 
 
 class Sender:
