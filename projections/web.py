@@ -18,6 +18,11 @@ themselves: accepted messages and steps (see `omstream.client`).
 
 A blocked memory is the original's synchronous observation seen from the read side: the
 request waits for the cycle to end instead of returning a window that is about to change.
+
+Every error is JSON, `{"error": code, "detail": text}` (`projections/errors.py`).  With tokens
+configured (required off loopback), every route but `/healthz` needs one (`projections/access.py`):
+401 without a known token, 403 for another resource's thread, and `/threads` lists only the
+threads the token may read.
 """
 
 from __future__ import annotations
@@ -29,10 +34,13 @@ from collections.abc import Callable
 
 from aiohttp import web
 
+from omstream.api_tokens import TokenTable
 from omstream.schemas.errors import OmError
 from omstream.schemas.positions import LogPosition
 from omstream.settings import Settings
 
+from .access import NO_THREAD, access_middleware, filtered, grant_of, public, resource_of, token_table
+from .errors import AccessLog, api_error, json_errors
 from .feed import ProjectionFeed
 
 __all__ = ["ListenError", "build_web_app", "serve"]
@@ -87,7 +95,9 @@ class Versions:
             await feed.stop()
 
 
-def build_web_app(feed: ProjectionFeed, versions: Versions | None = None) -> web.Application:
+def build_web_app(feed: ProjectionFeed, versions: Versions | None = None,
+                  tokens: TokenTable | None = None) -> web.Application:
+    """The read side's routes; with `tokens`, every route but `/healthz` checks the request's."""
     routes = web.RouteTableDef()
     versions = versions or Versions(feed)
 
@@ -96,13 +106,37 @@ def build_web_app(feed: ProjectionFeed, versions: Versions | None = None) -> web
 
         name = request.query.get("version")
         if name is not None and not VERSION_NAME.fullmatch(name):
-            raise web.HTTPBadRequest(text=f"no such version name: {name!r}")
+            raise api_error(400, "bad-parameter", f"no such version name: {name!r}")
         chosen = await versions.feed(name)
         if chosen is None:
-            raise web.HTTPNotFound(text=f"unknown version {name!r}")
+            raise api_error(404, "unknown-version", f"unknown version {name!r}")
         return chosen
 
+    def wait_of(request: web.Request) -> float:
+        try:
+            return min(max(float(request.query.get("wait", "10")), 0.0), 300.0)
+        except ValueError:
+            raise api_error(400, "bad-parameter", "wait must be a number of seconds") from None
+
+    def after_of(request: web.Request) -> LogPosition | None:
+        try:
+            return LogPosition.parse(request.query["after"]) if "after" in request.query else None
+        except ValueError as exc:
+            raise api_error(400, "bad-parameter", str(exc)) from None
+
+    async def locate(request: web.Request, thread_id: str) -> object:
+        """The thread's resource, for the access check; a reader of its own first write waits
+        (`after`) for the thread to appear, as the context route would."""
+        feed = await feed_of(request)
+        after = after_of(request)
+        if thread_id not in feed.projection.threads and after is not None:
+            await feed.wait_until(lambda: thread_id in feed.projection.threads or feed.caught_up(*after),
+                                  wait_of(request))
+        view = feed.projection.threads.get(thread_id)
+        return NO_THREAD if view is None else resource_of(view)
+
     @routes.get("/healthz")
+    @public
     async def health(_: web.Request) -> web.Response:
         # 503 until the feed has read the events that existed at start: a window served before
         # that could miss messages and observations the log already has.
@@ -110,40 +144,37 @@ def build_web_app(feed: ProjectionFeed, versions: Versions | None = None) -> web
                                  status=200 if feed.ready else 503)
 
     @routes.get("/threads")
+    @filtered
     async def threads(request: web.Request) -> web.Response:
         feed = await feed_of(request)
+        grant = grant_of(request)
         return web.json_response({"threads": [
             {"threadId": v.thread_id, "messages": len(v.messages), "observed": len(v.observed),
              "generation": v.generation, "blocked": v.blocked, "title": v.title}
-            for v in feed.projection.threads.values()
+            for v in feed.projection.threads.values() if grant is None or grant.may_read(resource_of(v))
         ]})
 
     @routes.get("/threads/{thread_id}/context")
     async def context(request: web.Request) -> web.Response:
         feed = await feed_of(request)
         thread_id = request.match_info["thread_id"]
-        try:
-            wait = min(max(float(request.query.get("wait", "10")), 0.0), 300.0)
-        except ValueError:
-            raise web.HTTPBadRequest(text="wait must be a number of seconds") from None
-        try:
-            after = LogPosition.parse(request.query["after"]) if "after" in request.query else None
-        except ValueError as exc:
-            raise web.HTTPBadRequest(text=str(exc)) from None
+        wait, after = wait_of(request), after_of(request)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
         stale = False
         if after is not None:
             stale = not await feed.wait_until(lambda: feed.caught_up(*after), wait)
         if thread_id not in feed.projection.threads:
-            raise web.HTTPNotFound(text=f"unknown thread {thread_id!r}")
+            raise api_error(404, "unknown-thread", f"unknown thread {thread_id!r}")
         view = feed.projection.view(thread_id)
         left = deadline - loop.time()
         if view.blocked and left > 0:
             await feed.wait_until(lambda: not view.blocked, left)
         return web.json_response({**view.snapshot(), "stale": stale})
 
-    app = web.Application()
+    # Errors outermost, so the access check's refusals are JSON too.
+    middlewares = [json_errors] + ([access_middleware(tokens, locate)] if tokens is not None else [])
+    app = web.Application(middlewares=middlewares)
     app.add_routes(routes)
     return app
 
@@ -154,9 +185,10 @@ async def serve(settings: Settings, on_ready: Callable[[str], None] | None = Non
     The port is bound first, so a taken one fails before any broker round trip (`ListenError`);
     `on_ready(url)` is called once the server listens and the feed reads the topics.
     """
+    tokens = token_table(settings)  # refuses a network address without tokens, before anything
     feed = ProjectionFeed(settings)
     versions = Versions(feed)
-    runner = web.AppRunner(build_web_app(feed, versions))
+    runner = web.AppRunner(build_web_app(feed, versions, tokens), access_log_class=AccessLog)
     await runner.setup()
     task: asyncio.Task[None] | None = None
     try:

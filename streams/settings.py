@@ -19,8 +19,9 @@ limits `OM_MAX_RECORD_BYTES`, `OM_MAX_DEPTH`, `OM_MAX_PARTS`, `OM_MAX_TEXT_CHARS
 agents' `OM_JOB_DEADLINE_MS`, the fold agent's `OM_BATCH_MAX`, `OM_MEMORY_BATCH_MAX`,
 `OM_BATCH_WAIT_MS` and `OM_STATE_CACHE`, the worker's `OM_INSTANCE_ID`, the local model's
 `OM_MODEL_DIR`, `OM_LOCAL_SLOTS` and `OM_LOCAL_CONTEXT`, the memory version
-`OM_VERSION` with its `OM_FOLD_MODE` and `OM_ONLY_THREADS`, and `OM_CONFIG` names
-the file.
+`OM_VERSION` with its `OM_FOLD_MODE` and `OM_ONLY_THREADS`, the web server's tokens
+`OM_API_TOKENS` and `OM_API_TOKENS_FILE` (`omstream.api_tokens` has their form), and
+`OM_CONFIG` names the file.
 When `bootstrap` is set nowhere, it follows `broker_port` (the local broker `om` starts).
 
 Every mistake is reported, all at once, as a `SettingsError` whose `problems` are
@@ -42,6 +43,7 @@ from typing import Any
 
 import yaml
 
+from omstream.api_tokens import TokenGrants, grants_from_table, grants_from_text
 from omstream.limits import Limits
 from omstream.schemas.config import OmConfig, OmConfigError, Problem, load_om_config
 from omstream.schemas.errors import OmError
@@ -114,6 +116,10 @@ class Settings:
     # context length of each.
     local_slots: int = 1
     local_context: int = 16_384
+    # Who may read what from `om serve` (omstream.api_tokens): tokens bound to resource ids, here
+    # and in a file of `TOKEN = R1, R2` lines.  Required on an address that is not loopback.
+    api_tokens: TokenGrants = field(default=(), repr=False)
+    api_tokens_file: str = ""
     om: OmConfig = field(default_factory=OmConfig)
     config_file: Path | None = None
 
@@ -143,7 +149,8 @@ class SettingsError(OmError, ValueError):
 
 # The keys of [omstream] and their kinds ("om" and "config_file" are not set there).
 _KINDS: dict[str, str] = {f.name: str(f.type) for f in fields(Settings) if f.name not in ("om", "config_file")}
-_KIND_WORDS = {"int": "an integer", "float": "a number", "str": "a string", "Path": "a path (a string)"}
+_KIND_WORDS = {"int": "an integer", "float": "a number", "str": "a string", "Path": "a path (a string)",
+               "TokenGrants": "tokens"}
 # Kafka's legal topic characters: the namespace prefixes every topic name.
 _NAMESPACE = re.compile(r"[A-Za-z0-9._-]{1,200}")
 VERSION_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,47}")
@@ -191,6 +198,8 @@ def _guess(word: str, choices: Iterable[str]) -> str:
 
 def _from_file(kind: str, value: Any) -> Any:
     """A file value of the key's kind; raises ValueError with the problem otherwise."""
+    if kind == "TokenGrants":
+        return grants_from_table(value)
     ok = {
         "int": isinstance(value, int) and not isinstance(value, bool),
         "float": isinstance(value, (int, float)) and not isinstance(value, bool),
@@ -202,6 +211,8 @@ def _from_file(kind: str, value: Any) -> Any:
 
 def _from_text(kind: str, raw: str) -> Any:
     """An environment value of the key's kind; raises ValueError with the problem otherwise."""
+    if kind == "TokenGrants":
+        return grants_from_text(raw)
     try:
         return {"int": int, "float": float, "Path": Path}.get(kind, str)(raw)
     except ValueError:

@@ -49,11 +49,14 @@ def default_version(settings: Settings) -> Settings:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from omstream.projections.access import token_table
     from omstream.projections.web import serve
 
     from ..logs import setup_logging
 
-    settings = default_version(settings_of(args))
+    settings = settings_of(args)
+    token_table(settings)  # no tokens off loopback: refused before the broker is asked anything
+    settings = default_version(settings)
     setup_logging(args.log_level.upper())
     try:
         # Announced only once the port is bound and the feed reads the topics.
@@ -67,6 +70,10 @@ def add_commands(command: CommandMaker) -> None:
     p = command("worker", help="run the Faust worker (fold and model agents)")
     p.set_defaults(func=cmd_worker)
 
-    p = command("serve", help="serve context windows over HTTP")
+    p = command("serve", help="serve context windows over HTTP",
+                description="Serve the read side over HTTP on omstream.web_host:web_port. On an address "
+                "that is not loopback it needs tokens (omstream.api_tokens / OM_API_TOKENS or "
+                "omstream.api_tokens_file / OM_API_TOKENS_FILE); each token reads the resources it is "
+                "granted, '*' all of them.")
     p.add_argument("--port", type=port_number, help="port (default: omstream.web_port)")
     p.set_defaults(func=cmd_serve)

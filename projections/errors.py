@@ -1,0 +1,87 @@
+"""Every error of the HTTP read side as JSON: `{"error": "<short code>", "detail": "<text>"}`.
+
+Handlers raise `api_error(status, code, detail)`; the middleware gives any other HTTP error
+(aiohttp's own 404 and 405, a handler's plain-text one) the same shape with a code by status,
+and turns an exception nobody expected into a 500 whose detail is a sentence, never a traceback
+(that goes to the server's log, with the path but not the query, which may carry a token).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from aiohttp import web
+from aiohttp.abc import AbstractAccessLogger
+
+__all__ = ["AccessLog", "api_error", "json_errors"]
+
+log = logging.getLogger("omstream.web")
+
+JSON = "application/json"
+#: The code of an HTTP error that did not come with one.
+CODES = {400: "bad-request", 401: "unauthorized", 403: "forbidden", 404: "not-found",
+         405: "method-not-allowed", 413: "too-large", 500: "internal", 503: "unavailable"}
+
+#: aiohttp's exception class of each error status.
+_CLASSES: dict[int, type[web.HTTPException]] = {
+    cls.status_code: cls for cls in vars(web).values()
+    if isinstance(cls, type) and issubclass(cls, web.HTTPError) and cls.status_code >= 400
+    and cls.status_code != 405}  # 405's constructor takes the methods; the router raises it
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _body(code: str, detail: str) -> str:
+    return orjson.dumps({"error": code, "detail": detail}).decode()
+
+
+def api_error(status: int, code: str, detail: str, headers: dict[str, str] | None = None) -> web.HTTPException:
+    """The exception to raise for an error with its code (`unknown-thread`, `bad-parameter`, ...)."""
+    return _CLASSES[status](text=_body(code, detail), content_type=JSON, headers=headers)
+
+
+def _as_json(request: web.Request, exc: web.HTTPException) -> web.Response:
+    route_missing = request.match_info.http_exception is not None
+    if exc.status == 404 and route_missing:
+        code, detail = "unknown-route", f"no route {request.method} {request.path}"
+    elif exc.status == 405 and route_missing:
+        allowed = ", ".join(sorted(getattr(exc, "allowed_methods", ()) or ()))
+        code, detail = "method-not-allowed", f"{request.method} is not allowed on {request.path}; allowed: {allowed}"
+    else:
+        code = CODES.get(exc.status, f"http-{exc.status}")
+        text = exc.text or exc.reason or ""
+        detail = text.split(": ", 1)[1] if text.startswith(f"{exc.status}: ") else text
+    headers = {k: v for k, v in exc.headers.items() if k.lower() not in ("content-type", "content-length")}
+    return web.Response(text=_body(code, detail), status=exc.status, content_type=JSON, headers=headers)
+
+
+@web.middleware
+async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400 or exc.content_type == JSON:
+            raise
+        return _as_json(request, exc)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        if request.writer is not None and request.writer.output_size > 0:
+            raise  # a stream already under way: aiohttp can only close it
+        log.exception("unexpected error on %s %s", request.method, request.path)
+        raise api_error(500, "internal", "unexpected error in the server; its log has the details") from None
+
+
+class AccessLog(AbstractAccessLogger):
+    """aiohttp's access log line, with an `access_token` in the query masked."""
+
+    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
+        url: Any = request.rel_url
+        if "access_token" in url.query:
+            url = url.with_query({k: ("***" if k == "access_token" else v) for k, v in url.query.items()})
+        self.logger.info('%s "%s %s" %s %s %.3fs', request.remote, request.method, url,
+                         response.status, response.body_length, time)
