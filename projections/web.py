@@ -126,12 +126,16 @@ def build_web_app(feed: ProjectionFeed, versions: Versions | None = None,
 
     async def locate(request: web.Request, thread_id: str) -> object:
         """The thread's resource, for the access check; a reader of its own first write waits
-        (`after`) for the thread to appear, as the context route would."""
+        (`after=P:O`) for the thread to appear, as the context route would.  The parameters are
+        the route's to judge (the feed's `after` is a seq): one that does not parse is ignored."""
         feed = await feed_of(request)
-        after = after_of(request)
+        try:
+            after = after_of(request)
+            wait = wait_of(request)
+        except web.HTTPException:
+            after = None
         if thread_id not in feed.projection.threads and after is not None:
-            await feed.wait_until(lambda: thread_id in feed.projection.threads or feed.caught_up(*after),
-                                  wait_of(request))
+            await feed.wait_until(lambda: thread_id in feed.projection.threads or feed.caught_up(*after), wait)
         view = feed.projection.threads.get(thread_id)
         return NO_THREAD if view is None else resource_of(view)
 

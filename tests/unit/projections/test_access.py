@@ -123,6 +123,8 @@ def test_a_token_reads_its_resources_and_star_reads_all():
         assert (await fetch(client, "/everything-later", ADMIN))[0] == 200
         status, _, body = await fetch(client, "/threads", ADMIN)
         assert status == 200 and all(t in body for t in ("alice-t", "bob-t", "orphan-t"))
+        # Another route's parameters are its own to judge (the feed's `after` is a seq).
+        assert (await fetch(client, "/threads/alice-t/later", ALICE, after="42", wait="x"))[0] == 200
         # A restricted token on a thread nobody has: 404, the handler never runs.
         status, _, body = await fetch(client, "/threads/ghost/later", ALICE)
         assert status == 404 and '"unknown-thread"' in body
@@ -188,3 +190,36 @@ def test_a_network_address_needs_tokens(tmp_path):
     with pytest.raises(SettingsError) as caught:
         token_table(Settings(api_tokens_file=str(file)))
     assert str(caught.value).startswith(f"{file}: line 2: a token is 16") and "short" not in str(caught.value)
+
+
+def test_a_restricted_token_reads_its_own_first_write_with_after():
+    """The thread does not exist when the request comes; `after=` waits for it, then checks."""
+    from omstream.engine.fold import fold, new_state
+    from omstream.schemas.codec import encode
+    from tests.helpers import engine
+
+    out = fold(new_state("thread:new-t", "new-t", "u1"), message(0, thread="new-t"), engine(100_000))
+    last = len(out.events) - 1
+    raws = [encode(e.model_copy(update={"input_offset": 5, "input_last": True if i == last else None}))
+            for i, e in enumerate(out.events)]
+    feed = ProjectionFeed(Settings())
+    feed.ready = True
+    owner, other = "u1-token-0123456789abc", "u2-token-0123456789abc"
+    app = build_web_app(feed, tokens=TokenTable(grants_from_text(f"{owner} = u1; {other} = u2")))
+
+    async def scenario(client):
+        async def fold_later():
+            await asyncio.sleep(0.3)
+            for raw in raws:
+                feed._apply(0, raw)
+            async with feed.changed:
+                feed.changed.notify_all()
+
+        later = asyncio.create_task(fold_later())
+        status, _, body = await fetch(client, "/threads/new-t/context", owner, after="0:5", wait="5")
+        await later
+        assert status == 200 and json.loads(body)["stale"] is False and "new-t-m0" in body
+        status, _, body = await fetch(client, "/threads/new-t/context", other, after="0:5", wait="5")
+        assert status == 403 and "new-t-m0" not in body
+
+    run(app, scenario)
