@@ -34,6 +34,7 @@ from omstream.schemas.positions import LogPosition
 from omstream.settings import Settings
 
 from .feed import ProjectionFeed
+from .sse import feed_routes
 
 __all__ = ["ListenError", "build_web_app", "serve"]
 
@@ -145,6 +146,7 @@ def build_web_app(feed: ProjectionFeed, versions: Versions | None = None) -> web
 
     app = web.Application()
     app.add_routes(routes)
+    app.add_routes(feed_routes(feed_of))  # GET /threads/{threadId}/events, GET /events
     return app
 
 
