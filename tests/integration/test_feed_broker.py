@@ -7,6 +7,7 @@ event's own on `<ns>.events`.
 """
 
 import asyncio
+import os
 import random
 import time
 from collections import Counter
@@ -151,3 +152,61 @@ def test_a_follower_disconnected_20_times_gets_every_event_once_in_order(new_env
     print(f"\nfeed: {len(seqs)} events ({lifecycle} lifecycle, {kinds['data-om-status']} status) "
           f"of {turns} turns over {len(disconnects) + 1} connections ({Counter(disconnects)}): lost 0, duplicated 0, "
           f"out of order 0; by type {dict(sorted(kinds.items()))}")
+
+
+def test_100_followers_of_one_thread_all_get_every_event(new_env, tmp_path):
+    """100 concurrent SSE clients (in this test's process) on one thread while messages flow:
+    each gets every event of the memory once, in order; the delay from each event's append (its
+    Kafka timestamp) to its delivery to each client is printed (p50 / p99)."""
+    env = new_env(options=om_options(observation={"messageTokens": 600}))
+    env.start_worker()
+    rng = random.Random(100)
+    clients = int(os.environ.get("FEED_TEST_CLIENTS", "100"))  # 1 to see the cost of the fan-out
+    got: list[list[tuple[int, float]]] = [[] for _ in range(clients)]
+
+    async def follower(url: str, mine: list, connected: asyncio.Event, count: list[int]) -> None:
+        async with aiohttp.ClientSession() as http:
+            async with http.get(url) as response:
+                assert response.status == 200
+                count[0] += 1
+                if count[0] == clients:
+                    connected.set()
+                async for frame_id, data in sse_frames(response.content):
+                    mine.append((int(frame_id), time.time() * 1000))
+                    check_frame(data)
+
+    async def scenario():
+        server = Server(env.settings, tmp_path / "serve.log")
+        try:
+            await server.ready()
+            connected, count = asyncio.Event(), [0]
+            url = f"{server.url}/threads/live/events"
+            tasks = [asyncio.create_task(follower(url, got[i], connected, count)) for i in range(clients)]
+            await asyncio.wait_for(connected.wait(), 60)
+            async with OmClient(env.settings) as client:
+                turns = await produce(client, rng, 30, lambda: False)
+
+                async def reached(top: int) -> bool:
+                    for task in tasks:
+                        if task.done():
+                            task.result()
+                            raise AssertionError("a follower stopped")
+                    return all(mine and mine[-1][0] == top for mine in got)
+                log = await settled(env.settings, 2 * turns, reached)
+            for task in tasks:
+                task.cancel()
+        finally:
+            server.stop()
+        return log
+
+    log = asyncio.run(scenario())
+    expected = list(range(1, len(log) + 1))
+    assert sorted(log) == expected
+    delays = []
+    for mine in got:
+        assert [seq for seq, _ in mine] == expected, "a client lost, repeated or reordered an event"
+        delays += [at - log[seq][1] for seq, at in mine]
+    delays.sort()
+    p50, p99 = delays[len(delays) // 2], delays[int(len(delays) * 0.99)]
+    print(f"\n{clients} followers x {len(expected)} events = {len(delays)} deliveries, each client every "
+          f"event once in order; append -> delivery p50 {p50:.0f} ms, p99 {p99:.0f} ms, max {delays[-1]:.0f} ms")
