@@ -32,9 +32,10 @@ def lifecycle():
         inputs += [message(i), StepStarted(thread_id="t1", step_number=0, at=message(i).created_at,
                                            after_message_id=f"t1-m{i}")]
     state, events, jobs, _ = fold_inputs(inputs, config)
-    for job in jobs:
-        out = fold(state, scripted_result(job), config)
-        state, events = out.state, events + list(out.events)
+    pending = list(jobs)
+    while pending:  # every cycle answered: the memory ends unblocked
+        out = fold(state, scripted_result(pending.pop(0)), config)
+        state, events, pending = out.state, events + list(out.events), pending + list(out.jobs)
     return state, events, config
 
 
