@@ -224,3 +224,29 @@ def test_the_reader_reconnects_with_last_event_id_and_yields_each_event_once(ser
         finally:
             await client.close()
     run(scenario)
+
+
+def test_the_namespace_feed_follows_every_memory_live_with_memory_key_ids(served):
+    async def scenario():
+        feed, client = await served()
+        try:
+            _, events, _ = lifecycle()
+            other = [e.model_copy(update={"memory_key": "thread:t2", "thread_id": "t2"}) for e in events[:3]]
+            feed.history.extend(events[:2])  # before the request: not replayed on the live feed
+            r = await client.get("/events", params={"types": "om-message-accepted"})
+            assert r.status == 200 and r.headers["x-vercel-ai-ui-message-stream"] == "v1"
+            assert feed.history.subscribers() == 1  # subscribed before the headers were sent
+            feed.history.extend(events[2:6])
+            feed.history.extend(other)
+            want = [f"thread:t1:{e.seq}" for e in events[2:6] if e.type == "om-message-accepted"] + \
+                   [f"thread:t2:{e.seq}" for e in other if e.type == "om-message-accepted"]
+            got = []
+            while len(got) < len(want):
+                line = (await r.content.readline()).decode()
+                if line.startswith("id: "):
+                    got.append(line[4:].strip())
+            assert got == want
+            r.close()
+        finally:
+            await client.close()
+    run(scenario)
