@@ -29,6 +29,7 @@ from omstream.settings import Settings
 from omstream.topics import Topics, partitions_of
 
 from .context import ContextProjection
+from .history import EventHistory
 
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer
@@ -42,6 +43,7 @@ class ProjectionFeed:
     def __init__(self, settings: Settings, projection: ContextProjection | None = None) -> None:
         self.settings = settings
         self.projection = projection or ContextProjection(time_zone=settings.om.time_zone)
+        self.history = EventHistory()  # every memory's events, for the live feed (projections/sse.py)
         self.changed = asyncio.Condition()
         self.ready = False  # True once every partition is read up to its end offset at start
         self.applied: dict[int, int] = {}  # partition -> highest inputOffset applied
@@ -79,7 +81,7 @@ class ProjectionFeed:
         batch = await self._consumer.getmany(timeout_ms=500, max_records=2000)
         for tp, records in batch.items():
             for record in records:
-                self._apply(tp.partition, record.value)
+                self._apply(tp.partition, record.value, record.timestamp)
         if not self.ready:
             await self._check_ready()
         if batch:
@@ -93,13 +95,14 @@ class ProjectionFeed:
                 return
         self.ready = True
 
-    def _apply(self, partition: int, value: bytes) -> None:
+    def _apply(self, partition: int, value: bytes, timestamp: int | None = None) -> None:
         try:
             event = decode_event(value)
         except ValueError as exc:
             log.warning("unreadable event skipped", extra={"error": str(exc)[:300]})
             return
         self.projection.apply_event(event)
+        self.history.append(event, timestamp)
         if event.input_offset is not None:
             # An input's output is complete with its last event; before that, only the inputs
             # before it are (one record's events may arrive in separate fetches).

@@ -42,6 +42,7 @@ from omstream.settings import Settings
 from .access import NO_THREAD, access_middleware, filtered, grant_of, public, resource_of, token_table
 from .errors import AccessLog, api_error, json_errors
 from .feed import ProjectionFeed
+from .sse import feed_routes
 
 __all__ = ["ListenError", "build_web_app", "serve"]
 
@@ -180,6 +181,7 @@ def build_web_app(feed: ProjectionFeed, versions: Versions | None = None,
     middlewares = [json_errors] + ([access_middleware(tokens, locate)] if tokens is not None else [])
     app = web.Application(middlewares=middlewares)
     app.add_routes(routes)
+    app.add_routes(feed_routes(feed_of))  # GET /threads/{threadId}/events, GET /events
     return app
 
 

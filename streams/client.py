@@ -22,10 +22,11 @@ the partition, otherwise the read times out and says it is stale.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from omstream.schemas.codec import decode_input, encode
 from omstream.schemas.control import (
@@ -44,6 +45,7 @@ from omstream.schemas.positions import LogPosition
 
 from . import kafka
 from .conversation import ConversationRecord, turns
+from .feed_reader import FeedEvent, follow_feed
 from .settings import Settings
 from .topics import Topics, memory_partition, partitions_of, read_until_end
 
@@ -177,6 +179,31 @@ class OmClient:
                 r.raise_for_status()
                 window: dict[str, Any] = await r.json()
                 return window
+
+    async def events(self, thread_id: str, *, after: int | None = None, types: Iterable[str] | None = None,
+                     version: str | None = None, follow: bool = True,
+                     base_url: str | None = None) -> AsyncIterator[FeedEvent]:
+        """The thread's memory events from `om serve`'s feed, after `seq` `after` (from the
+        first without), as typed `FeedEvent`s; with `follow` live and forever, resuming after a
+        dropped connection from the last `seq` seen (`Last-Event-ID`), so each event comes once
+        and in order; without it, what the server keeps and then the end.  `types` filters by
+        event type (`data-om-status`, `om-message-accepted`, ...)."""
+        url = f"{base_url or self.web_url}/threads/{quote(thread_id, safe='')}/events"
+        async for event in follow_feed(url, after=after, types=types, version=version, follow=follow):
+            yield event
+
+    async def threads(self, *, version: str | None = None, base_url: str | None = None) -> list[dict[str, Any]]:
+        """The threads `om serve` knows: `threadId`, `title`, `messages`, `observed`,
+        `generation`, `blocked` each."""
+        import aiohttp
+
+        params = {"version": version} if version is not None else {}
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"{base_url or self.web_url}/threads", params=params,
+                                timeout=aiohttp.ClientTimeout(total=30)) as r:
+                r.raise_for_status()
+                threads: list[dict[str, Any]] = (await r.json())["threads"]
+                return threads
 
     @property
     def web_url(self) -> str:

@@ -1,0 +1,126 @@
+"""Each memory's events, for the feed: replay from a `seq`, then follow live.
+
+The projection consumes every event of `<ns>.events`; this keeps them per memory key, in `seq`
+order, applied once per `(memoryKey, seq)` like the views, so a client that reconnects with the
+last `seq` it saw gets exactly what came after it.  Subscribers get each new event through a
+bounded queue that the producer side never waits on: a subscriber that falls `queue_size` events
+behind is marked `overflowed` and gets nothing more (its feed closes it), so a slow client cannot
+slow the projection or the other clients.
+
+`om-memory-deleted` deletes the memory's history (after it has been handed to the subscribers,
+so a live UI learns of the deletion); the last `seq` is kept, so an event re-sent after a worker
+crash cannot bring the deleted history back.
+
+In memory for now: `EventHistory` is the interface a persistent read model will implement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from omstream.schemas.parts import DataPart
+
+from .parts import data_part, frame_json
+
+__all__ = ["EventHistory", "HistoryEntry", "Subscription"]
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One applied event with its frame, encoded once for every client."""
+
+    memory_key: str
+    seq: int
+    type: str          # the event's type on `<ns>.events`
+    part: DataPart     # the AI SDK data part
+    frame: str         # the part as JSON, what the SSE `data:` line carries
+    appended_ms: int | None = None  # the event's Kafka timestamp (append time), when known
+    event: Any = None  # the typed event (omstream.schemas.events)
+
+
+@dataclass(eq=False)  # compared and hashed by identity: kept in sets
+class Subscription:
+    """A live subscriber's queue of entries: one memory, or all of them (`memory_key` None)."""
+
+    memory_key: str | None
+    queue_size: int
+    queue: asyncio.Queue[HistoryEntry] = field(init=False)
+    overflowed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.queue = asyncio.Queue(self.queue_size)
+
+    def offer(self, entry: HistoryEntry) -> None:
+        if self.overflowed.is_set():
+            return
+        try:
+            self.queue.put_nowait(entry)
+        except asyncio.QueueFull:
+            self.overflowed.set()
+
+
+class EventHistory:
+    def __init__(self) -> None:
+        self._events: dict[str, list[HistoryEntry]] = {}
+        self._last_seq: dict[str, int] = {}
+        self._subscribers: dict[str | None, set[Subscription]] = {}
+
+    def append(self, event: Any, appended_ms: int | None = None) -> HistoryEntry | None:
+        """Keep one event of `<ns>.events` and hand it to the subscribers; None (and nothing
+        kept) for one already applied."""
+        key, seq = event.memory_key, event.seq
+        if seq <= self._last_seq.get(key, 0):
+            return None
+        self._last_seq[key] = seq
+        part = data_part(event)
+        entry = HistoryEntry(key, seq, event.type, part, frame_json(part), appended_ms, event)
+        if event.type == "om-memory-deleted":
+            self._events.pop(key, None)
+        else:
+            self._events.setdefault(key, []).append(entry)
+        for subscription in (*self._subscribers.get(key, ()), *self._subscribers.get(None, ())):
+            subscription.offer(entry)
+        return entry
+
+    def extend(self, events: Iterable[Any]) -> None:
+        for event in events:
+            self.append(event)
+
+    def since(self, memory_key: str, seq: int = 0) -> list[HistoryEntry]:
+        """The memory's kept events after `seq`, in order."""
+        entries = self._events.get(memory_key, [])
+        # seqs are increasing (dense while nothing was deleted): bisect on them.
+        lo, hi = 0, len(entries)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if entries[mid].seq <= seq:
+                lo = mid + 1
+            else:
+                hi = mid
+        return entries[lo:]
+
+    def last_seq(self, memory_key: str) -> int:
+        return self._last_seq.get(memory_key, 0)
+
+    def memories(self) -> list[str]:
+        return list(self._events)
+
+    def subscribe(self, memory_key: str | None, queue_size: int = 1000) -> Subscription:
+        """A live queue of the memory's new events (every memory's with None); `unsubscribe`
+        it when done."""
+        subscription = Subscription(memory_key, queue_size)
+        self._subscribers.setdefault(memory_key, set()).add(subscription)
+        return subscription
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        subscribers = self._subscribers.get(subscription.memory_key)
+        if subscribers is not None:
+            subscribers.discard(subscription)
+            if not subscribers:
+                del self._subscribers[subscription.memory_key]
+
+    def subscribers(self) -> int:
+        return sum(len(s) for s in self._subscribers.values())
