@@ -1,11 +1,13 @@
 """The feed as the AI SDK reads it: the `ai` package from the npm registry, majors 5, 6 and 7
-(tests/js, `npm install` there), reads a finite feed through `DefaultChatTransport`'s reconnect
+(tests/js, installed by `npm ci` there the first time: the npm registry is one this project may
+reach, as the model's wheels come from the package index), reads a finite feed through `DefaultChatTransport`'s reconnect
 path and `readUIMessageStream`, as `useChat` consumes a stream, and builds its parts: every
 non-transient part once per (type, id), holding its latest data, and every part on the data
 stream in order."""
 
 import asyncio
 import shutil
+import subprocess
 from pathlib import Path
 
 import orjson
@@ -24,10 +26,17 @@ from tests.unit.projections.test_feed_sse import lifecycle
 JS = Path(__file__).resolve().parents[2] / "js"
 
 
+@pytest.fixture(scope="module")
+def ai_sdk() -> Path:
+    """tests/js with its packages, installed from the lock file when they are missing."""
+    assert shutil.which("node") and shutil.which("npm"), "these tests need Node.js and npm"
+    if not all((JS / "node_modules" / f"ai{major}").is_dir() for major in (5, 6, 7)):
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=JS, check=True, timeout=600)
+    return JS
+
+
 @pytest.mark.parametrize("major", [5, 6, 7])
-def test_the_ai_sdk_builds_the_message_parts_from_the_feed(major):
-    if shutil.which("node") is None or not (JS / "node_modules" / f"ai{major}").is_dir():
-        pytest.skip(f"needs node and `npm install` in {JS}")
+def test_the_ai_sdk_builds_the_message_parts_from_the_feed(major, ai_sdk):
     state, events, config = lifecycle()
     for title in ("First title", "Second title"):  # one part, replaced in place (`om-thread-title`)
         out = fold(state, ThreadPatched(thread_id="t1", title=title, at=message(30).created_at), config)
