@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -36,9 +37,10 @@ def broker(tmp_path_factory):
 class Worker:
     """`om worker` as a child process, in its own process group (so SIGKILL takes it all)."""
 
-    def __init__(self, settings, log: Path) -> None:
+    def __init__(self, settings, log: Path, env: dict[str, str] | None = None) -> None:
         self.log = log
-        self.proc = start_child(settings, "worker", log)
+        self.settings = settings
+        self.proc = start_child(settings, "worker", log, env=env)
 
     def kill(self) -> None:
         stop_child(self.proc, kill=True)
@@ -77,8 +79,12 @@ class Env:
         asyncio.run(ensure_topics(self.settings))
         self.workers: list[Worker] = []
 
-    def start_worker(self) -> Worker:
-        w = Worker(self.settings, self.root / f"worker{len(self.workers)}.log")
+    def start_worker(self, role: str = "all", data_dir: Path | None = None,
+                     env: dict[str, str] | None = None) -> Worker:
+        """`om worker --role ROLE` (as `OM_ROLE`), with the namespace's data directory unless
+        given its own; `env` adds variables (`OM_INSTANCE_ID`, `OM_RESULT_KEY`)."""
+        settings = replace(self.settings, role=role, data_dir=data_dir or self.settings.data_dir)
+        w = Worker(settings, self.root / f"worker{len(self.workers)}.log", env)
         self.workers.append(w)
         return w
 
