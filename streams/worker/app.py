@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
 from typing import cast
 
 import faust
@@ -143,6 +144,18 @@ def _add_fold_agent(app: WorkerApp, settings: Settings, config: EngineConfig, ke
         StateCache(settings.state_cache), lambda message: app.consumer.ack(cast(Message, message)),
         stats=stats, busy=intake.busy)
 
+    app.settle = folds.settle  # what a revocation waits for (`WorkerApp`)
+
+    async def flowing(batches: AsyncIterator[list[Message]]) -> AsyncIterator[list[Message]]:
+        """No batch starts while a rebalance has stopped the flow; after it, only the records
+        of the new generation are taken (the others are read again by their partitions' owner)."""
+        async for batch in batches:
+            if not app.flow_control.is_active():
+                await app.flow_control.acquire()
+                batch = [m for m in batch if m.generation_id == app.consumer_generation_id]
+            if batch:
+                yield batch
+
     # Its records come from `intake`, not from its stream: the agent subscribes the consumer
     # to the input log.
     @app.agent(inputs, name="fold")
@@ -150,8 +163,8 @@ def _add_fold_agent(app: WorkerApp, settings: Settings, config: EngineConfig, ke
         if settings.role == "fold":  # an `all` worker registers once its model agent is ready
             await until_done("register the version", lambda: register(settings, version_info(settings)))
             log.info("fold agent ready", extra={"version": settings.version, "foldMode": settings.fold_mode})
-        await folds.run(intake.batches(settings.batch_max, settings.memory_batch_max, settings.batch_wait_ms / 1000,
-                                       lambda: app.consumer_generation_id),
+        await folds.run(flowing(intake.batches(settings.batch_max, settings.memory_batch_max,
+                                               settings.batch_wait_ms / 1000, lambda: app.consumer_generation_id)),
                         lambda: app.consumer_generation_id)
 
 

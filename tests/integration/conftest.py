@@ -56,7 +56,7 @@ CONFIG = """
 [omstream]
 namespace = "{namespace}"
 bootstrap = "{bootstrap}"
-partitions = 2
+partitions = {partitions}
 data_dir = "{data}"
 retry_base_ms = 50
 model_retries = 2
@@ -68,13 +68,13 @@ model_concurrency = 2
 class Env:
     """One namespace on the session broker: its settings and its worker processes."""
 
-    def __init__(self, broker: Broker, root: Path, options: str) -> None:
+    def __init__(self, broker: Broker, root: Path, options: str, partitions: int = 2) -> None:
         root.mkdir(parents=True)
         self.root = root
         self.config = root / "om.toml"
         self.config.write_text(CONFIG.format(
             namespace=f"t{uuid.uuid4().hex[:10]}", bootstrap=broker.bootstrap,
-            data=root / "data") + options)
+            data=root / "data", partitions=partitions) + options)
         self.settings = load_settings(self.config)
         asyncio.run(ensure_topics(self.settings))
         self.workers: list[Worker] = []
@@ -97,11 +97,11 @@ def new_env(broker, tmp_path, request):
     """A factory of fresh namespaces; workers are stopped (and their logs shown on failure)."""
     envs: list[Env] = []
 
-    def make(message_tokens: int = 1000, options: str | None = None) -> Env:
+    def make(message_tokens: int = 1000, options: str | None = None, partitions: int = 2) -> Env:
         """`options`: the TOML of `om_options(...)` (tests/integration/options.py), replacing the
         default: the scripted Observer, blocking at `message_tokens`."""
         options = options or om_options(observation={"messageTokens": message_tokens, "bufferTokens": False})
-        env = Env(broker, tmp_path / f"env{len(envs)}", options)
+        env = Env(broker, tmp_path / f"env{len(envs)}", options, partitions)
         envs.append(env)
         return env
 
