@@ -378,6 +378,8 @@ def test_many_workers_under_kills_keep_every_memory(new_env):
     unequal = [t for t in THREADS if comparable(states["calm"].get(f"thread:{t}", {}))
                != comparable(states["many"].get(f"thread:{t}", {}))]
     cycles = sum(len(v) for v in spans.values())
+    # Fetches that came back past records never delivered, read again (`WorkerConsumer._hand_over`).
+    reread = sum(p.worker.tail(10**9).count("records were fetched and not delivered") for p in many.processes.values())
     lost = len(checked["many"]["lost"]) + len(checked["calm"]["lost"])
     twice = len(checked["many"]["twice"]) + len(checked["calm"]["twice"])
     print(f"\nmany workers: {len(THREADS)} threads x {PER_THREAD} messages with steps on {PARTITIONS} partitions, "
@@ -385,7 +387,7 @@ def test_many_workers_under_kills_keep_every_memory(new_env):
           f"{len(moved)}/{len(THREADS)} (mid-cycle {len(mid_cycle)}), kills {len(many.kills)} "
           f"({many.mid_cycle_kills} with a cycle open: {', '.join(many.kills)}), results "
           f"{len(results)} of {len(sent)} jobs, results that crossed workers {crossed}, blocking cycles "
-          f"{cycles}, lost={lost} duplicated={twice}, windows equal to the calm run "
+          f"{cycles}, fetches read again {reread}, lost={lost} duplicated={twice}, windows equal to the calm run "
           f"{len(THREADS) - len(differing)}/{len(THREADS)}, states equal {len(THREADS) - len(unequal)}/{len(THREADS)}, "
           f"settled {figures['settled_at']:.1f}s, wall {time.monotonic() - started:.1f}s")
     for step in many.steps:

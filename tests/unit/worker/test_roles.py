@@ -64,3 +64,14 @@ def test_the_role_is_a_setting(tmp_path):
     with pytest.raises(SettingsError, match="OM_ROLE: expected one of 'all', 'fold', 'models'"):
         load_settings(env={"OM_ROLE": "folder"})
     assert load_settings(env={"OM_ROLE": "models"}).worker_group == "omstream-om-models"
+
+
+def test_compose_scales_fold_workers_and_model_agents_as_services_of_their_own():
+    import yaml
+
+    services = yaml.safe_load((REPO / "docker-compose.yml").read_text())["services"]
+    assert services["fold"]["command"] == ["worker", "--role", "fold"]
+    assert services["models"]["command"] == ["worker", "--role", "models"]
+    for name in ("fold", "models"):  # one key for all of them, and not started with the single worker
+        assert "OM_RESULT_KEY" in services[name]["environment"] and services[name]["profiles"] == ["scaled"]
+    assert "profiles" not in services["worker"]
