@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from omstream.infra.broker import Broker
@@ -56,24 +57,26 @@ def busy_ports(settings: Settings, *, broker: bool) -> list[str]:
             if not port_free(host, port)]
 
 
-def start_child(settings: Settings, command: str, log: Path, *,
-                dies_with_parent: bool = False) -> subprocess.Popen[bytes]:
-    """`om <command>` with the same settings, output appended to `log`.  `dies_with_parent`:
-    the child is killed when this process dies, however it dies (Linux), so a killed `om
-    replay` leaves no worker folding on its own."""
+def start_child(settings: Settings, command: str, log: Path, *, dies_with_parent: bool = False,
+                env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """`om <command>` with the same settings (its data dir, namespace, role, ...), output
+    appended to `log`; `env` adds variables (`OM_INSTANCE_ID`, `OM_RESULT_KEY`).
+    `dies_with_parent`: the child is killed when this process dies, however it dies (Linux), so
+    a killed `om replay` leaves no worker folding on its own."""
     args = [sys.executable, "-m", "omstream.cli"]
     if settings.config_file:
         args += ["--config", str(settings.config_file)]
-    env = {**os.environ, "OM_DATA_DIR": str(settings.data_dir), "OM_NAMESPACE": settings.namespace,
-           "OM_WEB_PORT": str(settings.web_port), "OM_FOLD_MODE": settings.fold_mode,
-           "OM_ONLY_THREADS": settings.only_threads, "PYTHONUNBUFFERED": "1"}
+    child_env = {**os.environ, "OM_DATA_DIR": str(settings.data_dir), "OM_NAMESPACE": settings.namespace,
+                 "OM_WEB_PORT": str(settings.web_port), "OM_FOLD_MODE": settings.fold_mode,
+                 "OM_ONLY_THREADS": settings.only_threads, "OM_ROLE": settings.role, "PYTHONUNBUFFERED": "1",
+                 **(env or {})}
     if settings.version != LIVE:
         # Only a version asked for by name: a reader of the live settings serves the version
         # `om switch` chose.
-        env["OM_VERSION"] = settings.version
+        child_env["OM_VERSION"] = settings.version
     with open(log, "ab") as out:
         return subprocess.Popen([*args, command], stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                                stdin=subprocess.DEVNULL, env=child_env, start_new_session=True,
                                 preexec_fn=_die_with_parent if dies_with_parent else None)
 
 

@@ -17,7 +17,7 @@ Environment variables override the file: `OM_NAMESPACE`, `OM_BOOTSTRAP`, `OM_PAR
 limits `OM_MAX_RECORD_BYTES`, `OM_MAX_DEPTH`, `OM_MAX_PARTS`, `OM_MAX_TEXT_CHARS`,
 `OM_MAX_CLOCK_SKEW_MS`, `OM_MAX_HELD` (see `omstream.limits` for their defaults), the model
 agents' `OM_JOB_DEADLINE_MS`, the fold agent's `OM_BATCH_MAX`, `OM_MEMORY_BATCH_MAX`,
-`OM_BATCH_WAIT_MS` and `OM_STATE_CACHE`, the worker's `OM_INSTANCE_ID`, the local model's
+`OM_BATCH_WAIT_MS` and `OM_STATE_CACHE`, the worker's `OM_INSTANCE_ID` and `OM_ROLE`, the local model's
 `OM_MODEL_DIR`, `OM_LOCAL_SLOTS` and `OM_LOCAL_CONTEXT`, the memory version
 `OM_VERSION` with its `OM_FOLD_MODE` and `OM_ONLY_THREADS`, the web server's tokens
 `OM_API_TOKENS` and `OM_API_TOKENS_FILE` (`omstream.api_tokens` has their form), and
@@ -48,8 +48,8 @@ from omstream.limits import Limits
 from omstream.schemas.config import OmConfig, OmConfigError, Problem, load_om_config
 from omstream.schemas.errors import OmError
 
-__all__ = ["LIVE", "VERSION_NAME", "Settings", "SettingsError", "env_problems", "file_problems", "load_settings",
-           "read_config_file", "versioned_name"]
+__all__ = ["LIVE", "ROLES", "VERSION_NAME", "Settings", "SettingsError", "env_problems", "file_problems",
+           "load_settings", "read_config_file", "versioned_name"]
 
 ENV_PREFIX = "OM_"
 CONFIG_ENV = "OM_CONFIG"
@@ -59,6 +59,7 @@ OPTIONS_TABLES = ("observationalMemory", "observational_memory")
 
 _LIMITS = Limits()  # their defaults live in one place
 LIVE = "live"  # the version every namespace has, under the names it had before versions
+ROLES = ("all", "fold", "models")  # what `om worker` runs (`omstream.worker.roles`)
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,10 @@ class Settings:
     # takes its partitions back at once instead of after the session timeout.  Give each worker
     # of a namespace its own; empty: dynamic membership.
     instance_id: str = ""
+    # What `om worker` runs (`omstream.worker.roles`): "all" (the fold and model agents in one
+    # process), "fold" (the fold agent alone: no litellm, no local model) or "models" (the model
+    # agents alone: no state table, the input log not consumed).
+    role: str = "all"
     # Where `om model install` puts a local model's weights and `local/<name>` loads them from;
     # empty: $XDG_DATA_HOME/omstream/models (one copy per user, whatever the data_dir).
     model_dir: str = ""
@@ -131,6 +136,13 @@ class Settings:
     def app_id(self) -> str:
         """The consumer group and table prefix of this version's worker."""
         return versioned_name(f"omstream-{self.namespace}", self.version)
+
+    @property
+    def worker_group(self) -> str:
+        """The consumer group (and data folder) of this version's `om worker` of this role.
+        Model agents apart have a group of their own: one joining or leaving never stops the
+        fold workers for a rebalance, and they never share the fold's state table."""
+        return f"{self.app_id}-models" if self.role == "models" else self.app_id
 
 
 def versioned_name(name: str, version: str) -> str:
@@ -226,6 +238,8 @@ def _out_of_range(name: str, value: Any) -> str | None:
     if name == "version" and not VERSION_NAME.fullmatch(value):
         return (f"use lower-case letters, digits, '_' or '-' (at most 48, starting with a letter or "
                 f"digit; it names topics and a consumer group), got {value!r}")
+    if name == "role" and value not in ROLES:
+        return f"expected one of {', '.join(map(repr, ROLES))}, got {value!r}"
     if name == "fold_mode" and value not in ("follow", "settled"):
         return f"expected 'follow' or 'settled', got {value!r}"
     if name == "bootstrap":

@@ -4,8 +4,10 @@ HMAC-SHA256 of the record's bytes under a key shared by the model agents and the
 in the worker), sent as the record header `om-signature`.
 
 The key comes from `[omstream] result_key` / `OM_RESULT_KEY` (set it when workers run on several
-machines); without one, the worker keeps a random key in `<data_dir>/result.key` (mode 0600),
-shared by the workers of one machine.  The key never appears in a log, an event or a record.
+machines or with data directories of their own); without one, the worker keeps a random key in
+`<data_dir>/result.key` (mode 0600), shared by the workers of one data directory.  The key never
+appears in a log, an event or a record: workers compare keys by `fingerprint`, an HMAC of a fixed
+label under the key (`omstream.worker.key_agreement`).
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ import secrets
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-__all__ = ["HEADER", "result_key", "sign", "signed"]
+__all__ = ["HEADER", "fingerprint", "result_key", "sign", "signed"]
 
 HEADER = "om-signature"
+#: What a key's fingerprint signs: a fixed label, never a record, so a fingerprint cannot be
+#: used as a signature.
+FINGERPRINT_LABEL = b"omstream result-key fingerprint v1"
 
 
 def result_key(configured: str, data_dir: Path) -> bytes:
@@ -38,6 +43,11 @@ def result_key(configured: str, data_dir: Path) -> bytes:
             with os.fdopen(fd, "w") as out:
                 out.write(secrets.token_hex(32))
     return path.read_text().strip().encode()
+
+
+def fingerprint(key: bytes) -> str:
+    """Names a key without revealing it: equal for equal keys, and no help in forging a result."""
+    return hmac.new(key, FINGERPRINT_LABEL, hashlib.sha256).hexdigest()[:32]
 
 
 def sign(key: bytes, value: bytes) -> bytes:

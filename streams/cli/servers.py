@@ -24,11 +24,19 @@ def cmd_worker(args: argparse.Namespace) -> int:
     import faust
 
     from ..logs import logging_config
+    from ..signing import result_key
     from ..worker.app import build_app
+    from ..worker.key_agreement import agree_on_result_key
 
     settings = settings_of(args)
+    if args.role:
+        settings = replace(settings, role=args.role)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     asyncio.run(create_topics(settings))
+    # Before joining the group: a worker whose key is not the namespace's would refuse the
+    # others' model results, or have its own refused (`omstream.worker.key_agreement`).
+    asyncio.run(agree_on_result_key(settings, result_key(settings.result_key, settings.data_dir),
+                                    adopt=args.adopt_key))
     app = build_app(settings)
     worker = faust.Worker(app, loglevel=args.log_level, logging_config=logging_config(args.log_level.upper()))
     worker.execute_from_commandline()
@@ -67,7 +75,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def add_commands(command: CommandMaker) -> None:
-    p = command("worker", help="run the Faust worker (fold and model agents)")
+    from ..settings import ROLES
+
+    p = command("worker", help="run the Faust worker (fold and model agents)",
+                description="Run the worker: the fold agent and the model agents, or one of them "
+                            "(--role). Every worker of a namespace must sign model results with "
+                            "the same key (OM_RESULT_KEY); one with another key does not start.")
+    p.add_argument("--role", choices=ROLES, help="what this process runs: 'all' (default: "
+                   "omstream.role / OM_ROLE, else all), 'fold' (the fold agent alone, no litellm) or "
+                   "'models' (the model agents alone, no state)")
+    p.add_argument("--adopt-key", action="store_true",
+                   help="make this worker's result-signing key the namespace's (to change keys: "
+                        "stop every worker first, then start the others with the new key)")
     p.set_defaults(func=cmd_worker)
 
     p = command("serve", help="serve context windows over HTTP",

@@ -7,7 +7,9 @@ turns each transcript line into one bullet, the reflector shortens bullets by co
 They are named "scripted" on purpose: nothing here pretends to be a language model.
 
 Word limits are settable per call through model settings (`userWords`, `assistantWords`,
-`reflectionWords`), e.g. `observation.modelSettings = {userWords = 10}`.
+`reflectionWords`), e.g. `observation.modelSettings = {userWords = 10}`; `latencyMs` makes each
+call take that long before it answers (as a hosted model's call does; without blocking the
+worker's event loop), so cycles stay open long enough for a test to act while they are.
 
 Attachments: a request's user message may be a list of content parts (the transcript text, then
 each forwarded image or file after a text part naming its placeholder).  Every scripted model
@@ -345,6 +347,11 @@ def planned_failure(model: str, messages: list[dict[str, Any]], params: dict[str
     return kinds[index % len(kinds)]
 
 
+def _latency(params: dict[str, Any]) -> float:
+    """Seconds a call takes (`latencyMs`), 0 by default."""
+    return max(0.0, float(params.get("latencyMs", 0) or 0)) / 1000
+
+
 def failure_for(model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> str | None:
     """The failure this call injects, or None when it answers normally: the request's planned
     kind (`planned_failure`) for its first `failTimes` calls."""
@@ -448,6 +455,7 @@ def register() -> None:
             failure = self._failure(model, messages, params)
             if failure == "hang":
                 time.sleep(HANG_SECONDS)
+            time.sleep(_latency(params))
             return self._answer(model, messages, params, failure)
 
         async def acompletion(self, model: str, messages: list[Any], *args: Any,
@@ -456,6 +464,7 @@ def register() -> None:
             failure = self._failure(model, messages, params)
             if failure == "hang":
                 await asyncio.sleep(HANG_SECONDS)  # without blocking the worker's event loop
+            await asyncio.sleep(_latency(params))
             return self._answer(model, messages, params, failure)
 
     if not any(p.get("provider") == "scripted" for p in litellm.custom_provider_map):

@@ -6,7 +6,10 @@ The topic is compacted and has one partition; its key says what a record is:
   `settled`), a JSON object `{"name", "digest", "foldMode", "config", "threads"}`; a tombstone
   (no value) drops the version;
 - `default`: the version readers serve when they are not told one, `{"version": <name>}`; a
-  tombstone means the live version.
+  tombstone means the live version;
+- `result-key`: the fingerprint of the key the namespace's model results are signed with,
+  `{"fingerprint": <hex>}` (`omstream.worker.key_agreement`; shared by every version, since
+  they share the input log the results travel on).
 
 The bytes are orjson's of those objects, keys in that order: what `om replay` and workers wrote
 before these types existed reads back, and what they write reads in an older `om`.
@@ -19,9 +22,10 @@ from typing import Any, ClassVar
 
 import orjson
 
-__all__ = ["DEFAULT_KEY", "DefaultVersion", "VersionInfo", "version_key", "version_name"]
+__all__ = ["DEFAULT_KEY", "DefaultVersion", "ResultKeyFingerprint", "VersionInfo", "version_key", "version_name"]
 
 DEFAULT_KEY = b"default"
+RESULT_KEY_KEY = b"result-key"
 _VERSION_PREFIX = b"version:"
 
 
@@ -75,3 +79,19 @@ class DefaultVersion:
     @classmethod
     def from_bytes(cls, value: bytes) -> DefaultVersion:
         return cls(orjson.loads(value)["version"])
+
+
+@dataclass(frozen=True)
+class ResultKeyFingerprint:
+    """Which key signs the namespace's model results, as its fingerprint (never the key)."""
+
+    fingerprint: str
+
+    key: ClassVar[bytes] = RESULT_KEY_KEY
+
+    def to_bytes(self) -> bytes:
+        return orjson.dumps({"fingerprint": self.fingerprint})
+
+    @classmethod
+    def from_bytes(cls, value: bytes) -> ResultKeyFingerprint:
+        return cls(orjson.loads(value)["fingerprint"])

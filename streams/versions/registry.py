@@ -11,20 +11,24 @@ from dataclasses import dataclass, field
 from .. import kafka
 from ..settings import LIVE, Settings
 from ..topics import Topics, read_until_end
-from .records import DefaultVersion, VersionInfo, version_key, version_name
+from .records import DefaultVersion, ResultKeyFingerprint, VersionInfo, version_key, version_name
 
-__all__ = ["Registry", "forget", "read_registry", "register", "set_default", "version_info"]
+__all__ = ["Registry", "forget", "read_registry", "register", "set_default", "set_result_key", "version_info"]
 
 
 @dataclass
 class Registry:
     versions: dict[str, VersionInfo] = field(default_factory=dict)
     default: str = LIVE
+    result_key: str | None = None  # the fingerprint of the namespace's result key, once a worker set it
 
     def apply(self, key: bytes, value: bytes | None) -> None:
         """One record of the topic, read in order (a later record of a key replaces it)."""
         if key == DefaultVersion.key:
             self.default = DefaultVersion.from_bytes(value).version if value else LIVE
+            return
+        if key == ResultKeyFingerprint.key:
+            self.result_key = ResultKeyFingerprint.from_bytes(value).fingerprint if value else None
             return
         name = version_name(key)
         if name is None:
@@ -66,6 +70,10 @@ async def register(settings: Settings, info: VersionInfo) -> None:
 
 async def set_default(settings: Settings, name: str) -> None:
     await _send(settings, DefaultVersion.key, DefaultVersion(name).to_bytes())
+
+
+async def set_result_key(settings: Settings, fingerprint: str) -> None:
+    await _send(settings, ResultKeyFingerprint.key, ResultKeyFingerprint(fingerprint).to_bytes())
 
 
 async def forget(settings: Settings, name: str) -> None:

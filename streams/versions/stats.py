@@ -36,7 +36,9 @@ class StatsSummary:
 
 
 def stats_path(settings: Settings) -> Path:
-    return settings.data_dir / "worker" / settings.app_id / "stats.json"
+    """A worker's figures, beside its tables (model agents apart keep theirs in their own group's
+    folder: `Settings.worker_group`)."""
+    return settings.data_dir / "worker" / settings.worker_group / "stats.json"
 
 
 @dataclass

@@ -2,13 +2,27 @@
 
 What each agent does is in `omstream.worker.fold_loop` and `omstream.worker.model_agent`; this
 module only builds the app (with `omstream.worker.faust_repairs`), its topics and state table,
-and hands them to the two.
+and hands them to the agents of the worker's role (`[omstream] role`, `om worker --role`):
+
+- `all`: both agents in one process, one consumer group (what one machine runs);
+- `fold`: the fold agent alone, in the version's group (`Settings.app_id`) with the state
+  table.  It never imports litellm and never loads a local model: the fold's event loop does
+  nothing but fold, send and store (`observeAttachments = "auto"` asks a child process,
+  `omstream.worker.capability`);
+- `models`: the model agent alone, in a group of its own (`Settings.worker_group`), so model
+  agents come and go without stopping the fold workers for a rebalance; no state table, and
+  the input log is not consumed.
+
+A namespace runs either `all` workers or `fold` and `models` workers, not both: an `all` worker
+beside `models` workers would answer every job a second time, and beside `fold` workers it would
+share their group with another subscription.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
 from typing import cast
 
 import faust
@@ -16,11 +30,6 @@ from faust.types import Message, StreamT
 
 from omstream.engine.extraction import import_references
 from omstream.engine.fold import EngineConfig
-from omstream.models import local as local_models
-from omstream.models.cache import ResultCache
-from omstream.models.calls import RetryPolicy
-from omstream.models.capabilities import takes_attachments
-from omstream.models.hooks import Hooks, run_job_with_hooks
 from omstream.schemas.jobs import ModelJob, ModelResult
 
 from ..backlog import Backlog, Intake
@@ -30,10 +39,10 @@ from ..settings import Settings
 from ..signing import result_key
 from ..topics import Topics
 from ..versions import WorkerStats, register, stats_path, version_info
+from .capability import takes_attachments_apart
 from .faust_repairs import WorkerApp, WorkerTopic
 from .fold_loop import FoldLoop
 from .folding import FoldContext
-from .model_agent import ModelAgent, warm_up_quietly
 from .sending import ProducerSender, until_done
 from .table import StateStore, TableChangelog, TableFiles
 
@@ -52,11 +61,11 @@ BACKLOG_BYTES = 32 * 1024**2
 
 def _faust_app(settings: Settings) -> WorkerApp:
     return WorkerApp(
-        settings.app_id,
+        settings.worker_group,
         broker=f"kafka://{settings.bootstrap}",
         store="rocksdb://",
         # Per app: table files (and their changelog offsets) belong to one namespace.
-        datadir=str(settings.data_dir / "worker" / settings.app_id),
+        datadir=str(settings.data_dir / "worker" / settings.worker_group),
         topic_partitions=settings.partitions,
         topic_allow_declare=False,
         topic_disable_leader=True,
@@ -82,6 +91,8 @@ def _faust_app(settings: Settings) -> WorkerApp:
 
 
 def _load_local_models(settings: Settings) -> None:
+    from omstream.models import local as local_models
+
     local_models.configure_from(settings)
     for model in {settings.om.observer_model, settings.om.reflector_model}:
         if local_models.is_local(model) and local_models.is_installed(model):
@@ -89,23 +100,42 @@ def _load_local_models(settings: Settings) -> None:
 
 
 def build_app(settings: Settings) -> faust.App:
-    topics = Topics.of(settings)
+    """The worker of `settings.role` (see the module docstring)."""
+    if settings.role == "all":
+        from omstream.models.capabilities import takes_attachments as capability
+    else:
+        capability = takes_attachments_apart  # a `models` worker folds nothing, but says the same
     config = EngineConfig(settings.om, settings.version, settled=settings.fold_mode == "settled",
-                          takes_attachments=takes_attachments)
+                          takes_attachments=capability)
     (settings.data_dir / "worker").mkdir(parents=True, exist_ok=True)  # faust makes only the last level
-    _load_local_models(settings)
+    if settings.role != "fold":
+        _load_local_models(settings)
     app = _faust_app(settings)
-    inputs = app.topic(topics.log, key_type=bytes, value_type=bytes)
-    jobs = app.topic(topics.jobs, key_type=bytes, value_type=bytes)
-    state_table = app.Table(
-        "state", default=None, key_type=bytes, value_type=bytes, partitions=settings.partitions,
-        options={"block_cache_size": 16 * 1024**2, "block_cache_compressed_size": 4 * 1024**2},
-    )
     key_for_results = result_key(settings.result_key, settings.data_dir)
     stats_file = stats_path(settings)
     stats = WorkerStats.load(stats_file)
     sender = ProducerSender(app)
+    import_references(settings.om)  # extractor code: a missing module stops the start
+    if settings.role in ("all", "fold"):
+        _add_fold_agent(app, settings, config, key_for_results, sender, stats)
+    if settings.role in ("all", "models"):
+        _add_model_agent(app, settings, config, key_for_results, sender, stats)
 
+    @app.timer(1.0)  # type: ignore[untyped-decorator]  # faust's decorators are untyped
+    async def save_stats() -> None:
+        await asyncio.to_thread(stats.save, stats_file)
+
+    return app
+
+
+def _add_fold_agent(app: WorkerApp, settings: Settings, config: EngineConfig, key_for_results: bytes,
+                    sender: ProducerSender, stats: WorkerStats) -> None:
+    topics = Topics.of(settings)
+    inputs = app.topic(topics.log, key_type=bytes, value_type=bytes)
+    state_table = app.Table(
+        "state", default=None, key_type=bytes, value_type=bytes, partitions=settings.partitions,
+        options={"block_cache_size": 16 * 1024**2, "block_cache_compressed_size": 4 * 1024**2},
+    )
     intake = Intake(Backlog(BACKLOG_RECORDS, BACKLOG_BYTES))
     app.taps[topics.log] = intake.put
     folds = FoldLoop(
@@ -114,19 +144,44 @@ def build_app(settings: Settings) -> faust.App:
         StateCache(settings.state_cache), lambda message: app.consumer.ack(cast(Message, message)),
         stats=stats, busy=intake.busy)
 
+    app.settle = folds.settle  # what a revocation waits for (`WorkerApp`)
+
+    async def flowing(batches: AsyncIterator[list[Message]]) -> AsyncIterator[list[Message]]:
+        """No batch starts while a rebalance has stopped the flow; after it, only the records
+        of the new generation are taken (the others are read again by their partitions' owner)."""
+        async for batch in batches:
+            if not app.flow_control.is_active():
+                await app.flow_control.acquire()
+                batch = [m for m in batch if m.generation_id == app.consumer_generation_id]
+            if batch:
+                yield batch
+
     # Its records come from `intake`, not from its stream: the agent subscribes the consumer
     # to the input log.
     @app.agent(inputs, name="fold")
     async def fold_agent(stream: StreamT[bytes]) -> None:
-        await folds.run(intake.batches(settings.batch_max, settings.memory_batch_max, settings.batch_wait_ms / 1000,
-                                       lambda: app.consumer_generation_id),
+        if settings.role == "fold":  # an `all` worker registers once its model agent is ready
+            await until_done("register the version", lambda: register(settings, version_info(settings)))
+            log.info("fold agent ready", extra={"version": settings.version, "foldMode": settings.fold_mode})
+        await folds.run(flowing(intake.batches(settings.batch_max, settings.memory_batch_max,
+                                               settings.batch_wait_ms / 1000, lambda: app.consumer_generation_id)),
                         lambda: app.consumer_generation_id)
 
+
+def _add_model_agent(app: WorkerApp, settings: Settings, config: EngineConfig, key_for_results: bytes,
+                     sender: ProducerSender, stats: WorkerStats) -> None:
+    from omstream.models.cache import ResultCache
+    from omstream.models.calls import RetryPolicy
+    from omstream.models.hooks import Hooks, run_job_with_hooks
+
+    from .model_agent import ModelAgent, warm_up_quietly
+
+    topics = Topics.of(settings)
+    jobs = app.topic(topics.jobs, key_type=bytes, value_type=bytes)
     answers = ResultCache(settings.bootstrap, topics.cache,
-                          settings.data_dir / "worker" / settings.app_id / "result-cache", key_for_results)
+                          settings.data_dir / "worker" / settings.worker_group / "result-cache", key_for_results)
     policy = RetryPolicy.from_settings(settings)
     hooks = Hooks.from_config(settings.om)  # §13 lifecycle hooks; they never fail a job
-    import_references(settings.om)  # extractor code: a missing module stops the start
 
     async def run(job: ModelJob) -> ModelResult:
         return await run_job_with_hooks(job, policy, hooks)
@@ -143,10 +198,3 @@ def build_app(settings: Settings) -> faust.App:
         log.info("model agent ready", extra={"version": settings.version, "foldMode": settings.fold_mode})
         jobs_stream = cast(faust.Stream[bytes], stream)  # `StreamT` declares no `noack`
         await models.consume(jobs_stream.noack().events(), jobs_stream.ack)
-
-    @app.timer(1.0)  # type: ignore[untyped-decorator]  # faust's decorators are untyped
-    async def save_stats() -> None:
-        await asyncio.to_thread(stats.save, stats_file)
-
-    return app
-

@@ -55,6 +55,7 @@ class WorkerConsumer(faust.transport.drivers.aiokafka.Consumer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._holding: dict[TP, int] = {}  # the committed offset a hole was last logged at
+        self._reread: dict[TP, int] = {}  # the offset a jump was last read again from
 
     async def _wait_next_records(self, timeout: float) -> tuple[Mapping[TP, list[Any]] | None, set[TP] | None]:
         """A fetch, with the records of a tapped topic (`WorkerApp.taps`) taken out and handed
@@ -74,15 +75,32 @@ class WorkerConsumer(faust.transport.drivers.aiokafka.Consumer):
         return records, active
 
     async def _hand_over(self, tp: TP, fetched: list[Any], tap: Tap) -> None:
-        """What Faust's fetch loop does for each record (skip what was read already, note a gap
-        in the offsets so commits pass it), for a whole fetch at once."""
+        """What Faust's fetch loop does for each record (skip what was read already), for a
+        whole fetch at once; but a jump in the offsets is read again, not passed.
+
+        Faust notes a jump as a gap that commits pass (compacted topics and transaction markers
+        leave holes).  A tapped topic is the input log, which has none: a jump means records
+        were fetched and never delivered (around a rebalance that left this worker a partition
+        it had, a fetch while the partition was paused is dropped).  Three fold workers lost
+        records that way, the commit passing them.  So the consumer goes back to the last
+        record it read (read twice, it is skipped by the fold as stored) and reads on; only a
+        jump still there when read again is a hole (a transactional producer's marker)."""
         read = self._read_offset[tp]
-        messages = []
+        messages: list[Any] = []
         for record in fetched:
             if read is not None and record.offset < read:
                 continue
             if read and record.offset - read > 1 and self.app.topics.acks_enabled_for(tp.topic):
-                await self._add_gap(tp, read + 1, record.offset)
+                if self._reread.get(tp) == read:  # read again and still a jump: a real hole
+                    await self._add_gap(tp, read + 1, record.offset)  # (a transactional producer's marker)
+                else:
+                    log.warning("records were fetched and not delivered: reading them again", extra={
+                        "topic": tp.topic, "partition": tp.partition, "from": read, "fetched": record.offset})
+                    self._reread[tp] = read
+                    if messages:
+                        await tap(messages)
+                    await self.seek(tp, read)
+                    return
             message = self._to_message(tp, record)
             self.track_message(message)
             messages.append(message)
@@ -158,12 +176,31 @@ class WorkerTopic(faust.Topic):
 
 
 class WorkerApp(faust.App):
-    """Faust's app with `WorkerTransport`, and topics it hands over a fetch at a time."""
+    """Faust's app with `WorkerTransport`, and topics it hands over a fetch at a time.
+
+    When partitions are revoked (another worker joined or left), Faust stops the flow and then
+    waits until every record delivered so far is acked (`stream_wait_empty`).  Acks are refused
+    while the flow is stopped (`WorkerConsumer.ack`), and the fold agent's backlog holds records
+    it has not taken: the wait could only end with the group's rebalance timeout (a minute,
+    measured with three fold workers), every worker of the group idle meanwhile.  What the
+    revocation must wait for is narrower: the batch being folded and the state being stored,
+    so that no state of a partition is written after its next owner has read it back
+    (`settle`, the fold agent's).  What was delivered and not handled is read again from the
+    committed offsets by whoever owns the partition next, as after a crash.
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         #: topic -> what receives its records a fetch at a time, instead of a stream
         self.taps: dict[str, Tap] = {}
+        #: Returns once the fold agent has no batch in flight (None: no fold agent).
+        self.settle: Callable[[], Awaitable[None]] | None = None
+
+    async def _consumer_wait_empty(self, consumer: Any, logger: Any) -> None:
+        if self.settle is not None:
+            logger.info("Wait for the fold agent's batch in flight...")
+            await self.settle()
+        await consumer.commit_and_end_transactions()
 
     def _new_transport(self) -> WorkerTransport:
         return WorkerTransport(self.conf.broker_consumer, self)

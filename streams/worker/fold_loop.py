@@ -86,6 +86,7 @@ class FoldLoop:
         self._generation: int | None = None  # the consumer generation `cache` and `_unsaved` belong to
         self._storing: asyncio.Future[None] | None = None  # the previous batch's store and ack
         self._unsaved: dict[bytes, Loaded] = {}  # the memories it is storing, as they will be stored
+        self._taking = asyncio.Lock()  # held while a batch is folded and sent
 
     async def run(self, batches: AsyncIterable[Sequence[Consumed]], generation: Callable[[], int]) -> None:
         """Take every batch; `generation()` is the consumer's generation (it changes with every
@@ -93,9 +94,17 @@ class FoldLoop:
         are read again."""
         try:
             async for batch in batches:
-                await self.take(batch, generation())
+                async with self._taking:
+                    await self.take(batch, generation())
         finally:
             self.abandon()
+
+    async def settle(self) -> None:
+        """Return once the batch being taken (if any) is folded, sent, stored and acked.  The
+        caller makes sure no other batch starts meanwhile (a rebalance stops the flow)."""
+        async with self._taking:
+            pass
+        await self.wait_stored()
 
     async def take(self, batch: Sequence[Consumed], generation: int) -> None:
         """Fold and send one batch, and start storing it (after the previous batch's store).

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -36,9 +37,10 @@ def broker(tmp_path_factory):
 class Worker:
     """`om worker` as a child process, in its own process group (so SIGKILL takes it all)."""
 
-    def __init__(self, settings, log: Path) -> None:
+    def __init__(self, settings, log: Path, env: dict[str, str] | None = None) -> None:
         self.log = log
-        self.proc = start_child(settings, "worker", log)
+        self.settings = settings
+        self.proc = start_child(settings, "worker", log, env=env)
 
     def kill(self) -> None:
         stop_child(self.proc, kill=True)
@@ -54,7 +56,7 @@ CONFIG = """
 [omstream]
 namespace = "{namespace}"
 bootstrap = "{bootstrap}"
-partitions = 2
+partitions = {partitions}
 data_dir = "{data}"
 retry_base_ms = 50
 model_retries = 2
@@ -66,19 +68,23 @@ model_concurrency = 2
 class Env:
     """One namespace on the session broker: its settings and its worker processes."""
 
-    def __init__(self, broker: Broker, root: Path, options: str) -> None:
+    def __init__(self, broker: Broker, root: Path, options: str, partitions: int = 2) -> None:
         root.mkdir(parents=True)
         self.root = root
         self.config = root / "om.toml"
         self.config.write_text(CONFIG.format(
             namespace=f"t{uuid.uuid4().hex[:10]}", bootstrap=broker.bootstrap,
-            data=root / "data") + options)
+            data=root / "data", partitions=partitions) + options)
         self.settings = load_settings(self.config)
         asyncio.run(ensure_topics(self.settings))
         self.workers: list[Worker] = []
 
-    def start_worker(self) -> Worker:
-        w = Worker(self.settings, self.root / f"worker{len(self.workers)}.log")
+    def start_worker(self, role: str = "all", data_dir: Path | None = None,
+                     env: dict[str, str] | None = None) -> Worker:
+        """`om worker --role ROLE` (as `OM_ROLE`), with the namespace's data directory unless
+        given its own; `env` adds variables (`OM_INSTANCE_ID`, `OM_RESULT_KEY`)."""
+        settings = replace(self.settings, role=role, data_dir=data_dir or self.settings.data_dir)
+        w = Worker(settings, self.root / f"worker{len(self.workers)}.log", env)
         self.workers.append(w)
         return w
 
@@ -91,11 +97,11 @@ def new_env(broker, tmp_path, request):
     """A factory of fresh namespaces; workers are stopped (and their logs shown on failure)."""
     envs: list[Env] = []
 
-    def make(message_tokens: int = 1000, options: str | None = None) -> Env:
+    def make(message_tokens: int = 1000, options: str | None = None, partitions: int = 2) -> Env:
         """`options`: the TOML of `om_options(...)` (tests/integration/options.py), replacing the
         default: the scripted Observer, blocking at `message_tokens`."""
         options = options or om_options(observation={"messageTokens": message_tokens, "bufferTokens": False})
-        env = Env(broker, tmp_path / f"env{len(envs)}", options)
+        env = Env(broker, tmp_path / f"env{len(envs)}", options, partitions)
         envs.append(env)
         return env
 

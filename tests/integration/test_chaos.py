@@ -266,8 +266,8 @@ async def expel(settings, log_text: str) -> str:
     client = AIOKafkaClient(bootstrap_servers=settings.bootstrap)
     try:
         await client.bootstrap()
-        node = await client.coordinator_lookup(CoordinationType.GROUP, settings.app_id)
-        response = await client.send(node, LeaveGroupRequest(settings.app_id, members[-1]))
+        node = await client.coordinator_lookup(CoordinationType.GROUP, settings.worker_group)
+        response = await client.send(node, LeaveGroupRequest(settings.worker_group, members[-1]))
         return "left" if response.error_code == 0 else f"error {response.error_code}"
     except KafkaError as exc:
         return f"failed: {exc!r}"
@@ -457,7 +457,7 @@ def invariants(name: str, records: list[Seen], messages: dict[str, list[Message]
     lost = ids - set(accepted)
     twice = {i for i, n in accepted.items() if n > 1} | {i for i, n in observed.items() if n > 1}
     in_context: Counter = Counter()
-    for thread in THREADS:
+    for thread in messages:
         view = projection.threads.get(thread)
         if view is None:
             continue

@@ -22,3 +22,13 @@ def test_the_key_is_configured_or_made_once_per_data_dir_and_private(tmp_path):
     assert len(first) == 64 and result_key("", tmp_path / "data") == first
     mode = (tmp_path / "data" / "result.key").stat().st_mode
     assert stat.S_IMODE(mode) == 0o600
+
+
+def test_a_fingerprint_names_a_key_without_signing_anything():
+    from omstream.signing import FINGERPRINT_LABEL, fingerprint
+
+    assert fingerprint(b"k" * 32) == fingerprint(b"k" * 32) != fingerprint(b"j" * 32)
+    assert len(fingerprint(b"k")) == 32
+    # Not a signature of anything a record could be, and not the key.
+    assert fingerprint(b"k").encode() != sign(b"k", FINGERPRINT_LABEL)
+    assert "k" * 8 not in fingerprint(b"k" * 32)

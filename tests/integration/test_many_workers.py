@@ -1,0 +1,411 @@
+"""Many workers, proven: three fold workers and two model-agent processes on six partitions,
+killed and restarted while threads talk; nothing lost, nothing doubled, every memory equal to
+a calm one-worker run.
+
+Two namespaces get the same input, round by round (message i of every thread, then its step):
+
+- **calm**: one `om worker` (role `all`), undisturbed;
+- **many**: six partitions; fold workers `f0`, `f1`, `f2` (`--role fold`) and model agents `m0`,
+  `m1` (`--role models`), each with a data directory of its own and one `OM_RESULT_KEY`.  While
+  the producer produces, by a fixed plan, each step waiting for its evidence (messages accepted,
+  a blocking cycle open, the group's new assignment in the workers' logs), never for a time:
+
+  1. `f0` is SIGKILLed for good (its member expelled, as the chaos test does, so its partitions
+     move at once instead of after the 10 s session timeout);
+  2. `f3` joins with an empty data directory (it takes partitions, restoring their states from
+     the changelog);
+  3. `f1` is SIGKILLed and started again on an EMPTY data directory;
+  4. `m0` is SIGKILLed with a cycle open and started again under the same `OM_INSTANCE_ID`:
+     static membership gives it its job partitions back without a rebalance of its group;
+  5. `f2` is SIGKILLed and restarted on its own data directory;
+  6. `m1` is SIGKILLed for good (expelled: `m0` takes its jobs).
+
+Every original fold worker dies, so every memory's partition moves at least once.  Who owned a
+partition when is read from the fold workers' logs (the group's assignments); a model result
+*crossed workers* when the fold worker that owned its memory when the job was sent is not the one
+that owned it when the result's cycle ended.
+
+Judged as test_chaos.py judges (its `invariants`: accepted once, in the context once, seq
+gapless, every blocking cycle ended, no event id with two contents) and as test_recovery.py
+compares (every thread's final window and final state equal the calm run's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import time
+from bisect import bisect_right
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import orjson
+import pytest
+
+from omstream.client import OmClient
+from omstream.schemas.messages import Message
+from omstream.topics import Topics, memory_partition
+from tests.helpers import T0, text_of
+from tests.integration.options import om_options
+from tests.integration.support import final_states, read_all
+from tests.integration.test_chaos import CYCLE_END, Seen, Watcher, expel, invariants
+from tests.integration.test_recovery import comparable as without_positions
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
+
+THREADS = tuple(f"w{n:02d}" for n in range(24))
+PER_THREAD = 40
+PARTITIONS = 6
+ROUND_PAUSE = 0.5  # seconds between rounds: production spans the plan
+KEY = "many-workers-shared-key"
+# Each model call takes half a second, as a hosted model's does, so cycles are open while
+# workers die (the scripted models answer at once otherwise).
+SLOW = {"latencyMs": 500}
+OPTIONS = om_options(observation={"messageTokens": 600, "bufferTokens": False, "modelSettings": SLOW},
+                     reflection={"observationTokens": 1200, "modelSettings": SLOW})
+CONCURRENCY = {"OM_MODEL_CONCURRENCY": "6"}
+DEADLINE = 300.0
+STALL = 30.0  # seconds without an event, everything produced: the run is stuck
+PARTS = ("observations", "observedMessageIds", "messages", "chat", "currentTask", "suggestedResponse",
+         "generation")
+
+
+def comparable(state: dict) -> dict:
+    """test_recovery's comparison of final states, without the end times of past generations:
+    a cycle ends at its start plus the model call's measured duration (`engine.jobs.outcome_time`),
+    which differs between two runs of a model that takes time."""
+    state = without_positions(state)
+    return {**state, "history": [{k: v for k, v in h.items() if k != "ended_at"} for h in state.get("history", [])]}
+
+
+def conversation() -> dict[str, list[Message]]:
+    return {thread: [Message(id=f"{thread}-m{i}", thread_id=thread, resource_id="u1",
+                             role="user" if i % 2 == 0 else "assistant",
+                             content=f"[{i}] " + text_of(20 + (i * 17 + n * 5) % 60, i + n),
+                             created_at=T0 + timedelta(seconds=30 * i)) for i in range(PER_THREAD)]
+            for n, thread in enumerate(THREADS)}
+
+
+class Producer:
+    """Round i: message i of every thread, then its step."""
+
+    def __init__(self, settings, msgs) -> None:
+        self.settings, self.msgs = settings, msgs
+        self.rounds = 0
+        self.last_step = {}
+
+    async def run(self) -> None:
+        async with OmClient(self.settings) as om:
+            for i in range(PER_THREAD):
+                await asyncio.gather(*(self._turn(om, t, i) for t in THREADS))
+                self.rounds = i + 1
+                await asyncio.sleep(ROUND_PAUSE)
+
+    async def _turn(self, om, thread: str, i: int) -> None:
+        m = self.msgs[thread][i]
+        await om.send_message(m)
+        self.last_step[thread] = await om.step_started(thread, step_number=0, resource_id="u1", at=m.created_at,
+                                                       after_message_id=m.id)
+
+
+class WallWatcher(Watcher):
+    """test_chaos's watcher, with each event's broker timestamp (wall clock, seconds) as its time,
+    to set beside the workers' logs."""
+
+    async def _run(self) -> None:
+        while True:
+            batch = await self.consumer.getmany(timeout_ms=200, max_records=5000)
+            for tp, records in batch.items():
+                for r in records:
+                    self._apply(Seen(tp.partition, r.offset, self._decode(r.value), r.timestamp / 1000))
+
+    @staticmethod
+    def _decode(value: bytes):
+        from omstream.schemas.codec import decode_event
+
+        return decode_event(value)
+
+    def settled(self, producer: Producer) -> bool:
+        if producer.rounds < PER_THREAD:
+            return False
+        for thread in THREADS:
+            step = producer.last_step.get(thread)
+            if (len(self.accepted[thread]) < PER_THREAD or self.open[thread] or step is None
+                    or self.applied.get(step.partition, -1) < step.offset):
+                return False
+        return True
+
+
+# --- the group's assignments, from the fold workers' logs --------------------------------------------
+_JOINED = re.compile(r'"ts":"([^"]+)".*Joined group \'[^\']+\' \(generation (\d+)\)')
+_ASSIGNED = re.compile(r'"ts":"([^"]+)".*Setting newly assigned partitions')
+
+
+@dataclass
+class Process:
+    """One `om worker` process of the many run."""
+
+    name: str  # f0, f1', ... (a restart is another process of the same slot)
+    worker: object
+    killed_at: float | None = None
+
+    def assignments(self, log_topic: str) -> list[tuple[float, int, frozenset[int]]]:
+        """(wall time, generation, partitions of the input log) for each assignment it logged."""
+        out, generation = [], -1
+        part = re.compile(re.escape(f"TopicPartition(topic='{log_topic}', partition=") + r"(\d+)\)")
+        for line in self.worker.tail(10**9).splitlines():
+            if (joined := _JOINED.search(line)) is not None:
+                generation = int(joined.group(2))
+            elif (assigned := _ASSIGNED.search(line)) is not None:
+                at = datetime.fromisoformat(assigned.group(1)).timestamp()
+                out.append((at, generation, frozenset(int(p) for p in part.findall(line))))
+        return out
+
+
+@dataclass
+class Many:
+    """The many run's processes, and what the plan did."""
+
+    env: object
+    processes: dict[str, Process] = field(default_factory=dict)
+    live: dict[str, Process] = field(default_factory=dict)  # slot -> its running process
+    kills: list[str] = field(default_factory=list)
+    mid_cycle_kills: int = 0
+    steps: list[str] = field(default_factory=list)
+
+    def start(self, slot: str, role: str, *, empty: bool = False, instance: bool = False) -> Process:
+        data = self.env.root / f"data-{slot}"
+        if empty and data.exists():
+            shutil.rmtree(data)
+        env = {"OM_RESULT_KEY": KEY, **CONCURRENCY, **({"OM_INSTANCE_ID": slot} if instance else {})}
+        worker = self.env.start_worker(role=role, data_dir=data, env=env)
+        name = slot + "'" * sum(p.startswith(slot) for p in self.processes)
+        process = Process(name, worker)
+        self.processes[name] = process
+        self.live[slot] = process
+        return process
+
+    async def kill(self, slot: str, *, for_good: bool) -> Process:
+        process = self.live.pop(slot) if for_good else self.live[slot]
+        process.worker.kill()
+        process.killed_at = time.time()
+        self.kills.append(process.name)
+        if not (slot.startswith("m") and not for_good):  # m0 comes back under its static id
+            outcome = await expel(process.worker.settings, process.worker.tail(10**9))
+            assert outcome == "left", (process.name, outcome)
+        return process
+
+    def log_topic(self) -> str:
+        return Topics(self.env.settings.namespace).log
+
+    def covered(self) -> bool:
+        """The live fold workers' last assignments are of one generation and cover every
+        partition of the input log: a rebalance has finished."""
+        latest = [p.assignments(self.log_topic()) for slot, p in self.live.items() if slot.startswith("f")]
+        if not latest or not all(latest):
+            return False
+        generations = {a[-1][1] for a in latest}
+        owned = [part for a in latest for part in a[-1][2]]
+        return len(generations) == 1 and sorted(owned) == list(range(PARTITIONS))
+
+    async def wait_covered(self, what: str, timeout: float = 90.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.covered():
+            for p in self.live.values():
+                assert p.worker.proc.poll() is None, f"{p.name} exited: {p.worker.tail()}"
+            assert time.monotonic() < deadline, f"no complete assignment after {what}: {self.env.logs()[-4000:]}"
+            await asyncio.sleep(0.2)
+
+    def owners(self) -> dict[int, list[tuple[float, str]]]:
+        """Per partition of the input log, (since, process) in time order: who folded it."""
+        timeline: dict[int, list[tuple[float, str]]] = defaultdict(list)
+        for name, p in self.processes.items():
+            if not p.worker.settings.role == "fold":
+                continue
+            for at, _, parts in p.assignments(self.log_topic()):
+                for part in parts:
+                    timeline[part].append((at, name))
+        return {part: sorted(entries) for part, entries in timeline.items()}
+
+
+def owner_at(timeline: list[tuple[float, str]], at: float) -> str | None:
+    i = bisect_right(timeline, (at, "\uffff"))
+    return timeline[i - 1][1] if i else None
+
+
+async def wait_until(condition, what: str, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.1)
+
+
+async def scenario(calm, many_env, msgs, started: float) -> dict:
+    calm.start_worker(env=CONCURRENCY)
+    many = Many(many_env)
+    for n in range(3):
+        many.start(f"f{n}", "fold")
+    many.start("m0", "models", instance=True)
+    many.start("m1", "models")
+    await many.wait_covered("the start")
+    producers = {"calm": Producer(calm.settings, msgs), "many": Producer(many_env.settings, msgs)}
+    watchers = {"calm": WallWatcher(calm.settings), "many": WallWatcher(many_env.settings)}
+    for w in watchers.values():
+        await w.start()
+    producing = [asyncio.create_task(p.run()) for p in producers.values()]
+    watch = watchers["many"]
+    total = len(THREADS) * PER_THREAD
+
+    async def at_share(share: float, *, cycle_open: bool = True) -> None:
+        await wait_until(lambda: watch.total_accepted() >= share * total, f"{share:.0%} accepted")
+        if cycle_open:  # mid-cycle: a blocking cycle is open somewhere (waiting at most 10 s)
+            deadline = time.monotonic() + 10
+            while not any(watch.open.values()) and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            many.mid_cycle_kills += any(watch.open.values())
+
+    try:
+        await at_share(0.25)
+        await many.kill("f0", for_good=True)
+        await many.wait_covered("f0 killed for good")
+        many.steps.append(f"f0 killed for good at {time.monotonic() - started:.1f}s")
+
+        await at_share(0.35, cycle_open=False)
+        many.start("f3", "fold", empty=True)
+        await many.wait_covered("f3 joined")
+        many.steps.append(f"f3 joined empty at {time.monotonic() - started:.1f}s")
+
+        await at_share(0.45)
+        await many.kill("f1", for_good=True)
+        many.start("f1", "fold", empty=True)
+        await many.wait_covered("f1 restarted empty")
+        many.steps.append(f"f1 killed, restarted empty at {time.monotonic() - started:.1f}s")
+
+        await at_share(0.55)
+        await many.kill("m0", for_good=False)
+        many.start("m0", "models", instance=True)
+        many.steps.append(f"m0 killed, restarted under its instance id at {time.monotonic() - started:.1f}s")
+
+        await at_share(0.65)
+        await many.kill("f2", for_good=True)
+        many.start("f2", "fold")
+        await many.wait_covered("f2 restarted")
+        many.steps.append(f"f2 killed, restarted on its data at {time.monotonic() - started:.1f}s")
+
+        await at_share(0.75)
+        await many.kill("m1", for_good=True)
+        many.steps.append(f"m1 killed for good at {time.monotonic() - started:.1f}s")
+
+        # Until both settle; or, everything produced, until no event came for STALL seconds: then
+        # the judge says what is missing.
+        deadline, quiet_since, seen = started + DEADLINE, time.monotonic(), -1
+        while not all(w.settled(producers[n]) for n, w in watchers.items()):
+            count = sum(len(w.records) for w in watchers.values())
+            if count != seen:
+                quiet_since, seen = time.monotonic(), count
+            if time.monotonic() > deadline or (all(p.rounds == PER_THREAD for p in producers.values())
+                                               and time.monotonic() - quiet_since > STALL):
+                many.steps.append(f"NOT settled after {time.monotonic() - started:.1f}s")
+                break
+            await asyncio.sleep(0.2)
+        settled_at = time.monotonic() - started
+        for w in watchers.values():
+            await w.drain()
+        await asyncio.gather(*producing)
+        topics = Topics(many_env.settings.namespace)
+        jobs = await read_all(many_env.settings, topics.jobs, idle=0.3)
+        log = await read_all(many_env.settings, topics.log, idle=0.3)
+        dlq = {n: await read_all(e.settings, Topics(e.settings.namespace).dlq, idle=0.3)
+               for n, e in (("calm", calm), ("many", many_env))}
+        states = {n: await final_states(e.settings) for n, e in (("calm", calm), ("many", many_env))}
+    finally:
+        for task in producing:
+            task.cancel()
+        for w in watchers.values():
+            await w.stop()
+    return {"many": many, "watchers": watchers, "jobs": jobs, "log": log, "dlq": dlq, "states": states,
+            "settled_at": settled_at}
+
+
+def test_many_workers_under_kills_keep_every_memory(new_env):
+    started = time.monotonic()
+    msgs = conversation()
+    calm = new_env(options=OPTIONS)
+    many_env = new_env(options=OPTIONS, partitions=PARTITIONS)
+    figures = asyncio.run(scenario(calm, many_env, msgs, started))
+    many: Many = figures["many"]
+    watchers = figures["watchers"]
+    checked = {n: invariants(n, w.records, msgs, w.projection) for n, w in watchers.items()}
+
+    # Who folded what, when: the partitions' owners from the fold workers' logs.
+    owners = many.owners()
+    layout = list(range(PARTITIONS))
+    partition_of = {t: memory_partition(f"thread:{t}".encode(), layout) for t in THREADS}
+    moved = {t for t in THREADS if len({name for _, name in owners.get(partition_of[t], [])}) >= 2}
+    # A move mid-cycle: a memory's partition changed hands while one of its blocking cycles was open.
+    spans: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    first: dict[str, Seen] = {}
+    for s in watchers["many"].records:
+        first.setdefault(s.event.event_id, s)
+    opened: dict[str, float] = {}
+    for s in sorted(first.values(), key=lambda s: s.at):
+        e = s.event
+        if e.type == "data-om-observation-start":
+            opened[e.data.cycle_id] = s.at
+        elif e.type in CYCLE_END and e.data.cycle_id in opened:
+            spans[e.thread_id].append((opened[e.data.cycle_id], s.at))
+    handovers = {part: [at for (at, name), (_, before) in zip(entries[1:], entries) if name != before]
+                 for part, entries in owners.items()}
+    mid_cycle = {t for t in THREADS for at in handovers.get(partition_of[t], [])
+                 if any(a < at < b for a, b in spans[t])}
+    # A result crossed workers: the job was sent under one fold worker, its cycle ended under another.
+    sent = {}
+    for r in figures["jobs"]:
+        job = orjson.loads(r.value)
+        sent.setdefault(job["cycleId"], (job["threadId"], r.timestamp / 1000))
+    ended = {s.event.data.cycle_id: s.at for s in first.values() if s.event.type in CYCLE_END}
+    crossed = sum(1 for cycle, (thread, at) in sent.items() if cycle in ended
+                  and owner_at(owners[partition_of[thread]], at) != owner_at(owners[partition_of[thread]], ended[cycle]))
+    results = [r for r in figures["log"] if b'"model-result"' in r.value]
+
+    # Equal to the calm run: every window, every final state.
+    calm_view, many_view = watchers["calm"].projection, watchers["many"].projection
+    differing = [t for t in THREADS if t not in calm_view.threads or t not in many_view.threads
+                 or any(calm_view.threads[t].snapshot()[p] != many_view.threads[t].snapshot()[p] for p in PARTS)]
+    states = figures["states"]
+    unequal = [t for t in THREADS if comparable(states["calm"].get(f"thread:{t}", {}))
+               != comparable(states["many"].get(f"thread:{t}", {}))]
+    cycles = sum(len(v) for v in spans.values())
+    # Fetches that came back past records never delivered, read again (`WorkerConsumer._hand_over`).
+    reread = sum(p.worker.tail(10**9).count("records were fetched and not delivered") for p in many.processes.values())
+    lost = len(checked["many"]["lost"]) + len(checked["calm"]["lost"])
+    twice = len(checked["many"]["twice"]) + len(checked["calm"]["twice"])
+    print(f"\nmany workers: {len(THREADS)} threads x {PER_THREAD} messages with steps on {PARTITIONS} partitions, "
+          f"{len(many.processes)} worker processes (fold and model agents apart); memories moved "
+          f"{len(moved)}/{len(THREADS)} (mid-cycle {len(mid_cycle)}), kills {len(many.kills)} "
+          f"({many.mid_cycle_kills} with a cycle open: {', '.join(many.kills)}), results "
+          f"{len(results)} of {len(sent)} jobs, results that crossed workers {crossed}, blocking cycles "
+          f"{cycles}, fetches read again {reread}, lost={lost} duplicated={twice}, windows equal to the calm run "
+          f"{len(THREADS) - len(differing)}/{len(THREADS)}, states equal {len(THREADS) - len(unequal)}/{len(THREADS)}, "
+          f"settled {figures['settled_at']:.1f}s, wall {time.monotonic() - started:.1f}s")
+    for step in many.steps:
+        print(f"  {step}")
+    for part, entries in sorted(owners.items()):
+        print(f"  partition {part}: " + " -> ".join(name for _, name in entries))
+
+    problems = [p for found in checked.values() for p in found["problems"]]
+    problems += [step for step in many.steps if step.startswith("NOT settled")]
+    assert not problems, "\n".join(problems) + "\n" + many_env.logs()[-3000:]
+    for name, letters in figures["dlq"].items():
+        assert not letters, f"{name}: {len(letters)} dead letters, e.g. {letters[0].value[:300]!r}"
+    assert not differing, f"{len(differing)} threads' windows differ from the calm run: {differing[:5]}"
+    if unequal:
+        a, b = (comparable(states[n].get(f"thread:{unequal[0]}", {})) for n in ("calm", "many"))
+        detail = {k: (str(a.get(k))[:300], str(b.get(k))[:300]) for k in set(a) | set(b) if a.get(k) != b.get(k)}
+        pytest.fail(f"{len(unequal)} threads' final states differ from the calm run: {unequal[:5]}; {detail}")
+    assert lost == 0 and twice == 0
+    assert moved == set(THREADS), sorted(set(THREADS) - moved)
+    assert mid_cycle and crossed > 0 and many.mid_cycle_kills >= 1, (mid_cycle, crossed, many.mid_cycle_kills)
+    assert len(many.kills) == 5
