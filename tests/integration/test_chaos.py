@@ -222,11 +222,13 @@ class Watcher:
         return {tp.partition: end for tp, end in ends.items()}
 
     def settled(self, producer: Producer) -> bool:
-        if producer.rounds < PER_THREAD:
+        """Every message of the producer's conversation sent and accepted, no cycle open, and
+        every thread's last step folded (the producer's own sizes: test_many_workers shares it)."""
+        if producer.rounds < max(len(messages) for messages in producer.msgs.values()):
             return False
-        for thread in THREADS:
+        for thread, messages in producer.msgs.items():
             step = producer.last_step.get(thread)
-            if (len(self.accepted[thread]) < PER_THREAD or self.open[thread] or step is None
+            if (len(self.accepted[thread]) < len(messages) or self.open[thread] or step is None
                     or self.applied.get(step.partition, -1) < step.offset):
                 return False
         return True

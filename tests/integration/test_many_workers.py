@@ -127,16 +127,6 @@ class WallWatcher(Watcher):
 
         return decode_event(value)
 
-    def settled(self, producer: Producer) -> bool:
-        if producer.rounds < PER_THREAD:
-            return False
-        for thread in THREADS:
-            step = producer.last_step.get(thread)
-            if (len(self.accepted[thread]) < PER_THREAD or self.open[thread] or step is None
-                    or self.applied.get(step.partition, -1) < step.offset):
-                return False
-        return True
-
 
 # --- the group's assignments, from the fold workers' logs --------------------------------------------
 _JOINED = re.compile(r'"ts":"([^"]+)".*Joined group \'[^\']+\' \(generation (\d+)\)')
