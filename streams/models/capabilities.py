@@ -18,6 +18,7 @@ every observer request with attachments.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from functools import cache
 
 from . import local, scripted
@@ -26,13 +27,14 @@ from .calls import litellm_model_name
 __all__ = ["litellm_vision", "takes_attachments"]
 
 
-def takes_attachments(model: str) -> bool | None:
-    """True when `model` takes image input, False when it takes text only, None when unknown."""
+def takes_attachments(model: str, *, vision: Callable[[str], bool | None] | None = None) -> bool | None:
+    """True when `model` takes image input, False when it takes text only, None when unknown.
+    `vision` reads litellm's table (default: `litellm_vision`, in this process)."""
     if model.startswith("scripted/"):
         return scripted.takes_attachments(model)
     if local.is_local(model):
         return False
-    return litellm_vision(model)
+    return (vision or litellm_vision)(model)
 
 
 @cache

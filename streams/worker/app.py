@@ -30,6 +30,7 @@ from faust.types import Message, StreamT
 
 from omstream.engine.extraction import import_references
 from omstream.engine.fold import EngineConfig
+from omstream.models.capabilities import takes_attachments
 from omstream.schemas.jobs import ModelJob, ModelResult
 
 from ..backlog import Backlog, Intake
@@ -101,10 +102,8 @@ def _load_local_models(settings: Settings) -> None:
 
 def build_app(settings: Settings) -> faust.App:
     """The worker of `settings.role` (see the module docstring)."""
-    if settings.role == "all":
-        from omstream.models.capabilities import takes_attachments as capability
-    else:
-        capability = takes_attachments_apart  # a `models` worker folds nothing, but says the same
+    # A `models` worker folds nothing, but says the same; a `fold` worker keeps litellm out.
+    capability = takes_attachments if settings.role == "all" else takes_attachments_apart
     config = EngineConfig(settings.om, settings.version, settled=settings.fold_mode == "settled",
                           takes_attachments=capability)
     (settings.data_dir / "worker").mkdir(parents=True, exist_ok=True)  # faust makes only the last level

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from functools import cache
 
-from omstream.models import local, scripted
+from omstream.models.capabilities import takes_attachments
 
 __all__ = ["takes_attachments_apart"]
 
@@ -26,11 +26,7 @@ _ASK = ("import json, sys\n"
 
 def takes_attachments_apart(model: str) -> bool | None:
     """As `takes_attachments`, with litellm's table read in a child process."""
-    if model.startswith("scripted/"):
-        return scripted.takes_attachments(model)
-    if local.is_local(model):
-        return False
-    return _asked(model)
+    return takes_attachments(model, vision=_asked)
 
 
 @cache
