@@ -311,7 +311,18 @@ class ContextProjection:
         # The newest seq applied per memory key.  Kept here, not on a view, so an event re-sent
         # after a crash cannot bring back a view that a later deletion dropped.
         self.last_seq: dict[str, int] = {}
+        # Threads whose view changed, and threads dropped, since the last `take_changes`: what a
+        # store writes after a batch (projections/view_store.py), instead of every view.
+        self._touched: set[str] = set()
+        self._dropped: set[str] = set()
         _zone(time_zone)  # an unknown zone fails here, not on the first request
+
+    def take_changes(self) -> tuple[set[str], set[str]]:
+        """(threads changed, threads dropped) since the last call; a thread dropped then made
+        again is in both."""
+        changes = (self._touched, self._dropped)
+        self._touched, self._dropped = set(), set()
+        return changes
 
     def view(self, thread_id: str) -> ThreadView:
         if thread_id not in self.threads:
@@ -336,6 +347,7 @@ class ContextProjection:
             return False
         else:
             view = self.view(event.thread_id)
+        self._touched.add(view.thread_id)
         view.last_seq = event.seq
         view.memory_key = event.memory_key
         view.events += 1
@@ -387,6 +399,8 @@ class ContextProjection:
         """Forget every view of a deleted memory (all of a resource's threads in resource scope)."""
         for tid in [t for t, v in self.threads.items() if v.memory_key == memory_key or t == thread_id]:
             del self.threads[tid]
+            self._touched.discard(tid)
+            self._dropped.add(tid)
 
 
 def _apply_activation(view: ThreadView, event: Any) -> str:
