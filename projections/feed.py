@@ -114,8 +114,9 @@ class ProjectionFeed:
         assert self._stored is not None
         self._stored.restore(last_seqs)
         self.applied = {p: applied for p, (_, applied) in positions.items() if applied >= 0}
-        log.info("read model loaded", extra={"threads": len(self.projection.threads), "memories": len(last_seqs),
-                                             "positions": {p: o for p, (o, _) in positions.items()}})
+        log.info("read model loaded", extra={
+            "path": str(store.path), "threads": len(self.projection.threads), "memories": len(last_seqs),
+            "positions": {str(p): offset for p, (offset, _) in positions.items()}})
         return {p: offset for p, (offset, _) in positions.items()}
 
     async def stop(self) -> None:
