@@ -30,9 +30,10 @@ pytestmark = pytest.mark.integration
 THREADS = [f"rm{i}" for i in range(5)]
 
 
-async def turns(client: OmClient, first: int, count: int) -> None:
+async def turns(client: OmClient, first: int, count: int, pause: float = 0.0) -> None:
     """`count` agent-loop turns on every thread: message, step, reply, turn end."""
     for i in range(first, first + count):
+        await asyncio.sleep(pause)
         for thread in THREADS:
             user, reply = message(2 * i, thread=thread, words=70), message(2 * i + 1, thread=thread, words=70)
             await client.send_message(user)
@@ -80,6 +81,11 @@ async def windows(server: Server) -> dict[str, dict]:
     return {t: (await server.get(f"/threads/{t}/context", wait=0))[1] for t in THREADS}
 
 
+def seen(windows: dict[str, dict]) -> int:
+    """Messages the windows know of: unobserved or covered by observations."""
+    return sum(len(w["messages"]) + len(w["observedMessageIds"]) for w in windows.values())
+
+
 async def started(server: Server) -> float:
     """Seconds from now until the server is healthy."""
     t0 = time.monotonic()
@@ -122,9 +128,11 @@ def test_om_serve_killed_and_restarted_resumes_from_its_store(new_env, tmp_path)
                 other_s = await started(other)
 
                 # New turns while the warm server follows them; killed half way and restarted.
-                more = asyncio.create_task(turns(client, 8, 4))
-                await asyncio.sleep(1.5)
-                stop_child(warm.proc, kill=True)
+                more = asyncio.create_task(turns(client, 8, 4, pause=1.0))
+                while seen(await windows(warm)) <= seen(before):
+                    assert not more.done(), "the warm server did not follow the new turns"
+                    await asyncio.sleep(0.05)
+                stop_child(warm.proc, kill=True)  # it has applied some of the new events, not all
                 again = serve("again")
                 again_s = await started(again)
                 await more
