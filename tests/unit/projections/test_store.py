@@ -3,18 +3,26 @@ equals the one built in memory from the same events (views, history, last seqs, 
 process that dies inside a batch leaves the views and the position of the batch before; a
 second process gets its own slot."""
 
+import asyncio
 import multiprocessing
 import os
 
 import pytest
+from aiohttp.test_utils import TestClient, TestServer
 
 from omstream.engine.fold import fold, new_state
+from omstream.feed_reader import sse_frames
 from omstream.projections.feed import Batch, ProjectionFeed
+from omstream.projections.history import EventHistory
+from omstream.projections.parts import data_part, frame_json
 from omstream.projections.store import ReadModelBusy, ReadModelStore, open_store
+from omstream.projections.stored_history import StoredHistory
+from omstream.projections.web import build_web_app
 from omstream.schemas.codec import encode
 from omstream.schemas.control import StepStarted, ThreadDeleted
 from omstream.settings import Settings
 from tests.helpers import engine, message, scripted_result
+from tests.unit.projections.test_feed_sse import lifecycle
 
 SOURCE, ENDS = "t.events/1", {0: 10**9}
 
@@ -144,3 +152,51 @@ def test_a_store_built_from_another_topic_layout_is_rebuilt(batches, tmp_path):
     assert again._load("t.events/3", {0: 10**9}) == {}  # partitions changed: from the beginning
     assert again.projection.threads == {} and store.positions() == {} and store.memories() == []
     store.close()
+
+
+@pytest.fixture(params=["memory", "stored"])
+def history(request, tmp_path):
+    """Each kind of history: the contract is the same."""
+    if request.param == "memory":
+        yield EventHistory()
+        return
+    store = ReadModelStore(tmp_path / "rm.sqlite")
+    yield StoredHistory(store)
+    store.close()
+
+
+def test_either_history_replays_from_a_seq_once_and_deletion_forgets_it(history):
+    state, events, config = lifecycle()
+    live = history.subscribe("thread:t1")
+    history.extend(events)
+    history.extend(events)  # re-sent after a crash: nothing twice
+    seqs = [e.seq for e in events]
+    assert [e.seq for e in history.since("thread:t1")] == seqs
+    assert [(e.frame, e.event) for e in history.since("thread:t1", 5)] == [
+        (frame_json(data_part(e)), e) for e in events[5:]]
+    assert history.since("thread:other") == [] and history.memories() == ["thread:t1"]
+    assert live.queue.qsize() == len(events)
+    deleted = fold(state, ThreadDeleted(thread_id="t1", at=message(20).created_at), config).events
+    history.extend(deleted)
+    history.extend(events)  # an old event re-sent cannot bring the history back
+    assert history.since("thread:t1") == [] and history.last_seq("thread:t1") == deleted[-1].seq
+    assert history.memories() == []
+
+
+def test_the_feed_route_replays_a_stored_history_as_an_in_memory_one(tmp_path):
+    _, events, _ = lifecycle()
+    batch: Batch = {0: [(i, encode(e), None) for i, e in enumerate(events)]}
+
+    async def replay(store: ReadModelStore | None) -> list:
+        feed = fed([batch], store)
+        client = TestClient(TestServer(build_web_app(feed)))
+        await client.start_server()
+        try:
+            response = await client.get("/threads/t1/events", params={"follow": "false", "after": "3"})
+            return [(i, data) async for i, data in sse_frames(response.content)]
+        finally:
+            await client.close()
+
+    stored = asyncio.run(replay(ReadModelStore(tmp_path / "rm.sqlite")))
+    assert stored == asyncio.run(replay(None))
+    assert [i for i, _ in stored] == [str(e.seq) for e in events[3:]] + [None]
