@@ -45,7 +45,7 @@ from .stored_history import StoredHistory
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer
 
-__all__ = ["ProjectionFeed"]
+__all__ = ["Batch", "ProjectionFeed"]
 
 log = logging.getLogger("omstream.projection")
 
@@ -98,14 +98,13 @@ class ProjectionFeed:
         store = self.store
         if store is None:
             return {}
-        positions = store.positions()
-        if store.source() is None:
-            with store.transaction():
-                store.set_source(source)
-        elif store.source() != source or any(offset > ends.get(p, 0) for p, (offset, _) in positions.items()):
-            # Another layout, or a topic recreated since (it ends before what was read).
-            store.reset(f"the store was built from {store.source()}, the topic is now {source}")
-            positions = {}
+        positions, built_from = store.positions(), store.source()
+        # Another layout, or a topic recreated since (it ends before what was read).
+        if built_from is not None and (built_from != source or
+                                       any(offset > ends.get(p, 0) for p, (offset, _) in positions.items())):
+            store.reset(f"the store was built from {built_from}, the topic is now {source}")
+            positions, built_from = {}, None
+        if built_from is None:
             with store.transaction():
                 store.set_source(source)
         self.projection.threads.update(store.load_views(self.projection.time_zone))
