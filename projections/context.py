@@ -34,6 +34,7 @@ window; callers may pass an explicit `now` instead.
 from __future__ import annotations
 
 import re
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from typing import Any
@@ -207,7 +208,8 @@ def _zone(time_zone: str | tzinfo) -> tzinfo:
 class ThreadView:
     thread_id: str
     memory_key: str | None = None
-    messages: dict[str, Message] = field(default_factory=dict)
+    # A dict, or the read model's lazily decoded mapping (projections/view_rows.py).
+    messages: MutableMapping[str, Message] = field(default_factory=dict)
     observed: set[str] = field(default_factory=set)
     observations: str = ""
     cursor: str | None = None
@@ -240,7 +242,7 @@ class ThreadView:
             self.clock = at
 
     def unobserved(self) -> list[Message]:
-        rest = [m for i, m in self.messages.items() if i not in self.observed]
+        rest = [self.messages[i] for i in self.messages if i not in self.observed]
         return sorted(rest, key=lambda m: m.created_at)
 
     def window(self, now: datetime | None = None) -> ContextWindow:

@@ -50,7 +50,7 @@ log = logging.getLogger("omstream.projection")
 SLOTS = 8
 # The layout of the tables (and of a view's head); a store of another layout is emptied and
 # rebuilt from the topic, as a new one is.
-LAYOUT = f"1.{HEAD_VERSION}"
+LAYOUT = f"2.{HEAD_VERSION}"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -61,7 +61,7 @@ CREATE TABLE IF NOT EXISTS events (
     memory_key TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, appended_ms INTEGER,
     value BLOB NOT NULL);
 CREATE UNIQUE INDEX IF NOT EXISTS events_by_seq ON events (memory_key, seq);
-CREATE TABLE IF NOT EXISTS views (thread_id TEXT PRIMARY KEY, head BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS views (thread_id TEXT PRIMARY KEY, head BLOB NOT NULL, observations TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS messages (thread_id TEXT NOT NULL, key TEXT NOT NULL, body BLOB NOT NULL);
 CREATE UNIQUE INDEX IF NOT EXISTS messages_by_thread ON messages (thread_id, key);
 """
@@ -113,6 +113,9 @@ class ReadModelStore:
             self.reset(f"layout {layout} is not {LAYOUT}")
         # Messages already written per thread: the view's later ones are the new ones.
         self._written: dict[str, int] = {}
+        # The observation text last written per thread (the same object while unchanged: a
+        # change makes a new string).
+        self._observations: dict[str, str] = {}
 
     def close(self) -> None:
         self._db.close()
@@ -139,7 +142,7 @@ class ReadModelStore:
             for table in _TABLES:
                 self._db.execute(f"DELETE FROM {table}")  # noqa: S608 - the names are the constants above
             self._db.execute("INSERT INTO meta VALUES ('layout', ?)", (LAYOUT,))
-        self._written = {}
+        self._written, self._observations = {}, {}
 
     def _meta(self, key: str) -> str | None:
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -192,9 +195,11 @@ class ReadModelStore:
         messages: dict[str, list[tuple[str, bytes]]] = {}
         for thread_id, key, body in self._db.execute("SELECT thread_id, key, body FROM messages ORDER BY rowid"):
             messages.setdefault(thread_id, []).append((key, body))
-        views = {thread_id: decode_view(thread_id, head, messages.get(thread_id, ()), time_zone)
-                 for thread_id, head in self._db.execute("SELECT thread_id, head FROM views")}
+        rows = self._db.execute("SELECT thread_id, head, observations FROM views")
+        views = {thread_id: decode_view(thread_id, head, observations, messages.get(thread_id, ()), time_zone)
+                 for thread_id, head, observations in rows}
         self._written = {thread_id: len(view.messages) for thread_id, view in views.items()}
+        self._observations = {thread_id: view.observations for thread_id, view in views.items()}
         return views
 
     def write_views(self, projection: ContextProjection) -> None:
@@ -206,14 +211,21 @@ class ReadModelStore:
             self._db.execute("DELETE FROM views WHERE thread_id = ?", (thread_id,))
             self._db.execute("DELETE FROM messages WHERE thread_id = ?", (thread_id,))
             self._written.pop(thread_id, None)
+            self._observations.pop(thread_id, None)
         for thread_id in touched:
             view = projection.threads.get(thread_id)
             if view is None:
                 continue
-            self._db.execute("INSERT OR REPLACE INTO views VALUES (?, ?)", (thread_id, encode_head(view)))
+            if self._observations.get(thread_id) is view.observations:
+                self._db.execute("UPDATE views SET head = ? WHERE thread_id = ?", (encode_head(view), thread_id))
+            else:
+                self._db.execute("INSERT OR REPLACE INTO views VALUES (?, ?, ?)",
+                                 (thread_id, encode_head(view), view.observations))
+                self._observations[thread_id] = view.observations
             done = self._written.get(thread_id, 0)
             # Messages are only ever added to a view (until it is dropped): the ones past the
-            # count already written are the new ones, in the order they came.
-            new = [(thread_id, key, encode_message(m)) for key, m in islice(view.messages.items(), done, None)]
+            # count already written are the new ones, in the order they came.  Keys first: the
+            # older messages stay undecoded (`StoredMessages`).
+            new = [(thread_id, key, encode_message(view.messages[key])) for key in islice(view.messages, done, None)]
             self._db.executemany("INSERT INTO messages VALUES (?, ?, ?)", new)
             self._written[thread_id] = done + len(new)

@@ -186,9 +186,9 @@ def cmd_switch(args: argparse.Namespace) -> int:
 
 
 def cmd_drop(args: argparse.Namespace) -> int:
+    from ..projections.store import store_dir
     from ..settings import LIVE
     from ..versions import read_registry
-    from ..projections.store import store_dir
     from ..versions.drop import drop_version
 
     if args.name == LIVE:
