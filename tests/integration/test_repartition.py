@@ -1,0 +1,194 @@
+"""`om repartition`: a namespace of 4 partitions grown to 8 without losing a memory (issue 26,
+acceptance 3).
+
+Sixteen threads talk through a worker on 4 partitions, with async buffering and reflection.  Half
+way through, `om repartition --to NEW --partitions 8` starts and keeps following the log while
+the second half is produced (the cut-over: nothing produced during the copy is lost), then is
+stopped with Ctrl-C and run again with `--exit-when-caught-up` (it resumes where it was: nothing
+copied twice).  A worker on the new namespace, given the same result-signing key, refolds it.
+Then:
+
+- every source record is in the new log exactly once, each memory's records in their order, and
+  each memory on its own partition of 8 (the memories spread over all 8);
+- every memory is equal: its events (log positions aside), its final state and its context window;
+- the new worker calls no model: the copied results verify and are folded where the log has
+  them, and the jobs it makes again are answered from the copied cache (their answers ignored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import orjson
+import pytest
+
+from omstream.client import OmClient
+from omstream.conversation import read_conversation
+from omstream.projections.feed import ProjectionFeed
+from omstream.repartition import copied_from
+from omstream.schemas.messages import Message
+from omstream.topics import Topics, memory_partition
+from omstream.versions import WorkerStats, stats_path
+from omstream.versions.watch import Watch
+from tests.integration.conftest import Worker
+from tests.integration.options import om_options
+from tests.integration.support import final_states, read_all
+from tests.integration.test_recovery import comparable
+from tests.integration.test_replay import events_by_memory, wait_caught_up, without_positions
+from tests.scenarios.test_long_thread import SCENARIO
+
+pytestmark = pytest.mark.integration
+
+OPTIONS = om_options(observation={"messageTokens": 1200}, reflection={"observationTokens": 900})
+PER_THREAD, FIRST_HALF = 40, 20
+NOW = datetime(2030, 1, 1, tzinfo=UTC)  # the context windows are compared at one moment
+
+
+def thread_names() -> list[str]:
+    """Sixteen threads, two on each of the 8 new partitions (the memory key decides the
+    partition, so the test picks keys that must spread)."""
+    names, per = [], Counter[int]()
+    for k in range(1000):
+        where = memory_partition(f"thread:r{k:03d}".encode(), list(range(8)))
+        if per[where] < 2:
+            names.append(f"r{k:03d}")
+            per[where] += 1
+    assert len(names) == 16
+    return names
+
+
+THREADS = thread_names()
+
+
+def conversation(thread: str) -> list[Message]:
+    base = read_conversation(SCENARIO / "conversation.jsonl")[:PER_THREAD]
+    return [m.model_copy(update={"thread_id": thread, "id": f"{thread}-{i}"}) for i, m in enumerate(base)]
+
+
+async def produce(settings, lo: int, hi: int) -> None:
+    async with OmClient(settings) as client:
+        await asyncio.gather(*(client.play(conversation(t)[lo:hi]) for t in THREADS))
+
+
+def om(config, *args: str, **popen) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "omstream.cli", "--config", str(config), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            **popen)
+
+
+async def log_records(settings) -> list:
+    return await read_all(settings, Topics(settings.namespace).log, idle=0.3)
+
+
+async def wait_copied(source, target, timeout: float = 60.0) -> float:
+    """Until the target log holds as many copies as the source log has records (evidence:
+    end offsets); the seconds it took."""
+    started = time.monotonic()
+    src, dst = Watch(source), Watch(target)
+    await src.start()
+    await dst.start()
+    try:
+        while (await dst.positions()).total < (await src.positions()).total:
+            assert time.monotonic() - started < timeout, "the copy did not catch up"
+            await asyncio.sleep(0.1)
+    finally:
+        await src.stop()
+        await dst.stop()
+    return time.monotonic() - started
+
+
+async def windows(settings) -> dict[str, dict]:
+    feed = ProjectionFeed(settings)
+    await feed.start()
+    try:
+        await feed.read_to_end()
+    finally:
+        await feed.stop()
+    return {t: feed.projection.threads[t].snapshot(now=NOW) for t in THREADS}
+
+
+def test_repartition_4_to_8_keeps_every_memory(new_env):
+    started = time.monotonic()
+    env = new_env(options=OPTIONS, partitions=4)
+    env.start_worker()
+    source = env.settings
+    target = replace(source, namespace=source.namespace + "-8", partitions=8,
+                     data_dir=env.root / "data-8")
+    asyncio.run(produce(source, 0, FIRST_HALF))
+
+    # The copy follows the source while the second half is produced through the old namespace.
+    copy = om(env.config, "repartition", "--to", target.namespace, "--partitions", "8")
+    asyncio.run(produce(source, FIRST_HALF, PER_THREAD))
+    asyncio.run(wait_caught_up(source))
+    followed_s = asyncio.run(wait_copied(source, target))
+    copy.send_signal(signal.SIGINT)
+    out, err = copy.communicate(timeout=30)
+    assert copy.returncode == 130, err[-3000:]
+    first = orjson.loads(out[: out.rindex("}") + 1])
+    again = om(env.config, "repartition", "--to", target.namespace, "--partitions", "8", "--exit-when-caught-up")
+    out, err = again.communicate(timeout=60)
+    assert again.returncode == 0, err[-3000:]
+    resumed = orjson.loads(out)
+    print(f"\nfirst run (followed, Ctrl-C): {first}\nresumed: {resumed}")
+    assert resumed["resumed"] and resumed["copied"] == 0 and resumed["skipped"] == 0
+
+    # Every record once, in its memory's order, on its memory's new partition.
+    old, new = asyncio.run(log_records(source)), asyncio.run(log_records(target))
+    origins = Counter(copied_from(r.headers) for r in new)
+    assert len(new) == len(old) == first["copied"] == first["total"] and None not in origins
+    assert set(origins) == {(r.partition, r.offset) for r in old} and max(origins.values()) == 1
+    by_origin = {(r.partition, r.offset): r for r in old}
+    for r in new:
+        was = by_origin[copied_from(r.headers)]
+        assert (r.key, r.value, r.timestamp) == (was.key, was.value, was.timestamp)
+        assert r.partition == memory_partition(r.key, list(range(8)))
+    order_old, order_new = defaultdict(list), defaultdict(list)
+    for r in sorted(old, key=lambda r: (r.partition, r.offset)):
+        order_old[r.key].append(r.value)
+    for r in sorted(new, key=lambda r: (r.partition, r.offset)):
+        order_new[r.key].append(r.value)
+    assert order_new == order_old
+    results = sum(b'"model-result"' in r.value for r in old)
+    spread = {r.partition for r in new}
+    assert spread == set(range(8)), spread
+
+    # A worker on the new namespace, with the key the copied results were signed with.
+    key = (source.data_dir / "result.key").read_text().strip()
+    fold_started = time.monotonic()
+    worker = Worker(target, env.root / "worker-8.log", env={"OM_PARTITIONS": "8", "OM_RESULT_KEY": key})
+    env.workers.append(worker)
+    asyncio.run(wait_caught_up(target))
+    fold_s = time.monotonic() - fold_started
+
+    live_events, new_events = asyncio.run(events_by_memory(source)), asyncio.run(events_by_memory(target))
+    assert set(new_events) == {f"thread:{t}" for t in THREADS}
+    for memory, events in live_events.items():
+        assert without_positions(new_events[memory]) == without_positions(events), memory
+    accepted = Counter(e["data"]["message"]["id"] for evs in new_events.values() for e in evs
+                       if e["type"] == "om-message-accepted")
+    assert len(accepted) == len(THREADS) * PER_THREAD and max(accepted.values()) == 1
+    kinds = Counter(e["type"] for evs in new_events.values() for e in evs)
+    assert kinds["data-om-activation"] and kinds["data-om-buffering-end"], kinds
+    states_old, states_new = asyncio.run(final_states(source)), asyncio.run(final_states(target))
+    assert set(states_new) == set(states_old)
+    for memory in states_old:
+        assert comparable(states_new[memory]) == comparable(states_old[memory]), memory
+    assert asyncio.run(windows(target)) == asyncio.run(windows(source))
+    events_8 = asyncio.run(read_all(target, Topics(target.namespace).events, idle=0.3))
+    assert {r.partition for r in events_8} == set(range(8))
+    stats = WorkerStats.load(stats_path(target)).summary()
+    assert stats.model_calls == 0 and stats.cache_hits > 0, stats
+
+    print(f"4 -> 8 partitions: {len(old)} records copied ({results} model results), "
+          f"{first['cacheCopied']} cache entries; copy {first['recordsPerS']} records/s, caught up with "
+          f"the source {followed_s:.1f} s after the second half was folded; the new worker folded it in "
+          f"{fold_s:.1f} s with {stats.model_calls} model calls ({stats.cache_hits} cache hits); "
+          f"{len(THREADS)} memories equal (events {sum(kinds.values())}: {dict(kinds)}); "
+          f"{time.monotonic() - started:.0f} s in all")
