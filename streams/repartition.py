@@ -48,13 +48,13 @@ from .topics import COMPACT, Topics, ensure_topics, memory_partition, partitions
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-__all__ = ["COPIED_FROM", "Marker", "RepartitionProgress", "RepartitionRefused", "already_there",
-           "copied_from", "repartition", "target_partition", "target_settings"]
+__all__ = ["COPIED_FROM", "MARKER_KEY", "Marker", "RepartitionProgress", "RepartitionRefused", "already_there",
+           "copied_from", "marker_topic", "repartition", "target_partition", "target_settings"]
 
 log = logging.getLogger(__name__)
 
 COPIED_FROM = "om-copied-from"
-_MARKER_KEY = b"progress"
+MARKER_KEY = b"progress"
 #: Acknowledge and mark at least this often: what a restart may find landed in part.
 CHECKPOINT_S = 1.0
 CHECKPOINT_RECORDS = 20_000
@@ -115,8 +115,13 @@ class Marker:
     @classmethod
     def from_bytes(cls, raw: bytes) -> Marker:
         d = orjson.loads(raw)
-        ints = lambda m: {int(k): int(v) for k, v in m.items()}  # noqa: E731
-        return cls(d["source"], d["partitions"], ints(d["log"]), ints(d["cache"]), ints(d["written"]), d["copied"])
+        return cls(d["source"], d["partitions"], _ints(d["log"]), _ints(d["cache"]), _ints(d["written"]),
+                   d["copied"])
+
+
+def _ints(positions: dict[str, int]) -> dict[int, int]:
+    """JSON keys are text: partition numbers again."""
+    return {int(k): int(v) for k, v in positions.items()}
 
 
 @dataclass(frozen=True)
@@ -153,7 +158,7 @@ async def read_marker(target: Settings) -> Marker | None:
         return None
     found = None
     async for record in read_until_end(target.bootstrap, topic, [0]):
-        if record.key == _MARKER_KEY:
+        if record.key == MARKER_KEY:
             found = Marker.from_bytes(record.value) if record.value else None
     return found
 
@@ -306,7 +311,7 @@ class _Copy:
             log={p: o for (t, p), o in positions.items() if t == self.src.log},
             cache={p: o for (t, p), o in positions.items() if t == self.src.cache}, written=dict(self.written))
         self.marked = self.copied
-        await self.producer.send_and_wait(marker_topic(self.target), self.marker.to_bytes(), key=_MARKER_KEY,
+        await self.producer.send_and_wait(marker_topic(self.target), self.marker.to_bytes(), key=MARKER_KEY,
                                           partition=0)
         self.last_mark = time.monotonic()
         log.debug("repartition checkpoint", extra={"copied": self.marker.copied, "log": self.marker.log})

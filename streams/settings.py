@@ -48,8 +48,8 @@ from omstream.limits import Limits
 from omstream.schemas.config import OmConfig, OmConfigError, Problem, load_om_config
 from omstream.schemas.errors import OmError
 
-__all__ = ["LIVE", "NAMESPACE_NAME", "ROLES", "VERSION_NAME", "Settings", "SettingsError", "env_problems", "file_problems",
-           "load_settings", "read_config_file", "versioned_name"]
+__all__ = ["LIVE", "NAMESPACE_NAME", "ROLES", "VERSION_NAME", "Settings", "SettingsError", "env_problems",
+           "file_problems", "load_settings", "read_config_file", "versioned_name"]
 
 ENV_PREFIX = "OM_"
 CONFIG_ENV = "OM_CONFIG"

@@ -77,7 +77,8 @@ def add_commands(command: CommandMaker) -> None:
                 "memory's new partition, in order; then keep copying what is produced until Ctrl-C. "
                 "Run it again to resume. Workers of TO (same OM_RESULT_KEY, OM_PARTITIONS=PARTITIONS) "
                 "refold the memories without model calls; see README 'Growing the partition count'.")
-    p.add_argument("--to", required=True, type=_namespace, metavar="NAMESPACE", help="the new namespace (empty, or this copy's)")
+    p.add_argument("--to", required=True, type=_namespace, metavar="NAMESPACE",
+                   help="the new namespace (empty, or this copy's)")
     p.add_argument("--partitions", required=True, type=_partitions, help="its partition count")
     p.add_argument("--exit-when-caught-up", action="store_true",
                    help="stop once the source's end is copied (default: keep following it)")

@@ -5,7 +5,8 @@ Sixteen threads talk through a worker on 4 partitions, with async buffering and 
 way through, `om repartition --to NEW --partitions 8` starts and keeps following the log while
 the second half is produced (the cut-over: nothing produced during the copy is lost), then is
 stopped with Ctrl-C and run again with `--exit-when-caught-up` (it resumes where it was: nothing
-copied twice).  A worker on the new namespace, given the same result-signing key, refolds it.
+copied twice), and once more from a marker of half way, as after a crash between a batch's
+landing and its marker (it finds what landed and copies nothing twice).  A worker on the new namespace, given the same result-signing key, refolds it.
 Then:
 
 - every source record is in the new log exactly once, each memory's records in their order, and
@@ -29,10 +30,11 @@ from datetime import UTC, datetime
 import orjson
 import pytest
 
+from omstream import kafka
 from omstream.client import OmClient
 from omstream.conversation import read_conversation
 from omstream.projections.feed import ProjectionFeed
-from omstream.repartition import copied_from
+from omstream.repartition import MARKER_KEY, Marker, copied_from, marker_topic
 from omstream.schemas.messages import Message
 from omstream.topics import Topics, memory_partition
 from omstream.versions import WorkerStats, stats_path
@@ -104,6 +106,15 @@ async def wait_copied(source, target, timeout: float = 60.0) -> float:
     return time.monotonic() - started
 
 
+async def mark(target, marker: Marker) -> None:
+    producer = kafka.acked_producer(target)
+    await producer.start()
+    try:
+        await producer.send_and_wait(marker_topic(target), marker.to_bytes(), key=MARKER_KEY, partition=0)
+    finally:
+        await producer.stop()
+
+
 async def windows(settings) -> dict[str, dict]:
     feed = ProjectionFeed(settings)
     await feed.start()
@@ -141,6 +152,17 @@ def test_repartition_4_to_8_keeps_every_memory(new_env):
 
     # Every record once, in its memory's order, on its memory's new partition.
     old, new = asyncio.run(log_records(source)), asyncio.run(log_records(target))
+    # A copy interrupted after its last batches landed but before it marked them resumes
+    # exactly: from a marker of half way, it finds the second halves there and copies nothing.
+    ends = {p: 1 + max(r.offset for r in old if r.partition == p) for p in range(4)}
+    asyncio.run(mark(target, Marker(source.namespace, 8, log={p: end // 2 for p, end in ends.items()})))
+    again = om(env.config, "repartition", "--to", target.namespace, "--partitions", "8", "--exit-when-caught-up")
+    out, err = again.communicate(timeout=60)
+    assert again.returncode == 0, err[-3000:]
+    half = orjson.loads(out)
+    print(f"resumed from half way: {half}")
+    assert (half["copied"], half["skipped"]) == (0, sum(end - end // 2 for end in ends.values()))
+    assert len(asyncio.run(log_records(target))) == len(new)
     origins = Counter(copied_from(r.headers) for r in new)
     assert len(new) == len(old) == first["copied"] == first["total"] and None not in origins
     assert set(origins) == {(r.partition, r.offset) for r in old} and max(origins.values()) == 1
