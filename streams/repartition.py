@@ -49,7 +49,8 @@ if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 __all__ = ["COPIED_FROM", "MARKER_KEY", "Marker", "RepartitionProgress", "RepartitionRefused", "already_there",
-           "copied_from", "marker_topic", "repartition", "target_partition", "target_settings"]
+           "copied_from", "marker_topic", "repartition", "target_partition", "target_settings",
+           "write_marker"]
 
 log = logging.getLogger(__name__)
 
@@ -193,8 +194,9 @@ async def agree_on_key(source: Settings, target: Settings) -> None:
     await set_result_key(target, theirs)
 
 
-async def _start(source: Settings, target: Settings) -> Marker:
-    """Check the source, create the target's topics, and return the marker to start from."""
+async def _start(source: Settings, target: Settings) -> tuple[Marker, bool]:
+    """Check the source, create the target's topics; the marker to start from, and whether it
+    was there before (a copy resumed)."""
     if target.namespace == source.namespace:
         raise RepartitionRefused("the target namespace must differ from the source")
     src = Topics(source.namespace)
@@ -209,12 +211,26 @@ async def _start(source: Settings, target: Settings) -> Marker:
             raise RepartitionRefused(
                 f"{target.namespace}.log has records that om repartition did not copy from "
                 f"{source.namespace!r}: copy into a new (empty) namespace")
-        marker = Marker(source.namespace, target.partitions)
-    elif marker.source != source.namespace:
+        # Marked before the first record is sent: a first run interrupted before its first
+        # checkpoint resumes (scanning the target from its start) instead of being refused.
+        fresh = Marker(source.namespace, target.partitions)
+        await write_marker(target, fresh)
+        await agree_on_key(source, target)
+        return fresh, False
+    if marker.source != source.namespace:
         raise RepartitionRefused(f"namespace {target.namespace!r} is a copy of {marker.source!r}, "
                                  f"not of {source.namespace!r}")
     await agree_on_key(source, target)
-    return marker
+    return marker, True
+
+
+async def write_marker(target: Settings, marker: Marker) -> None:
+    producer = kafka.acked_producer(target)
+    await producer.start()
+    try:
+        await producer.send_and_wait(marker_topic(target), marker.to_bytes(), key=MARKER_KEY, partition=0)
+    finally:
+        await producer.stop()
 
 
 async def _records_in(settings: Settings, topic: str) -> int:
@@ -326,11 +342,10 @@ async def repartition(source: Settings, namespace: str, partitions: int, *, exit
     from aiokafka import TopicPartition
 
     target = target_settings(source, namespace, partitions)
-    marker = await _start(source, target)
+    marker, resumed = await _start(source, target)
     if marker.partitions != partitions:
         raise RepartitionRefused(f"namespace {namespace!r} was made with {marker.partitions} partitions, "
                                  f"not {partitions}")
-    resumed = bool(marker.log)
     seen = await landed_after(target, marker) if resumed else {}
     src = Topics(source.namespace)
     layout = await partitions_of(source.bootstrap, [src.log, src.cache])

@@ -1,7 +1,7 @@
 """`om repartition`: a namespace of 4 partitions grown to 8 without losing a memory (issue 26,
 acceptance 3).
 
-Sixteen threads talk through a worker on 4 partitions, with async buffering and reflection.  Half
+Ten threads talk through a worker on 4 partitions, with async buffering and reflection.  Half
 way through, `om repartition --to NEW --partitions 8` starts and keeps following the log while
 the second half is produced (the cut-over: nothing produced during the copy is lost), then is
 stopped with Ctrl-C and run again with `--exit-when-caught-up` (it resumes where it was: nothing
@@ -19,6 +19,7 @@ Then:
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import subprocess
 import sys
@@ -34,14 +35,14 @@ from omstream import kafka
 from omstream.client import OmClient
 from omstream.conversation import read_conversation
 from omstream.projections.feed import ProjectionFeed
-from omstream.repartition import MARKER_KEY, Marker, copied_from, marker_topic
+from omstream.repartition import Marker, copied_from, write_marker
 from omstream.schemas.messages import Message
 from omstream.topics import Topics, memory_partition
 from omstream.versions import WorkerStats, stats_path
 from omstream.versions.watch import Watch
 from tests.integration.conftest import Worker
 from tests.integration.options import om_options
-from tests.integration.support import final_states, read_all
+from tests.integration.support import Server, final_states, read_all
 from tests.integration.test_recovery import comparable
 from tests.integration.test_replay import events_by_memory, wait_caught_up, without_positions
 from tests.scenarios.test_long_thread import SCENARIO
@@ -50,19 +51,20 @@ pytestmark = pytest.mark.integration
 
 OPTIONS = om_options(observation={"messageTokens": 1200}, reflection={"observationTokens": 900})
 PER_THREAD, FIRST_HALF = 40, 20
+KEY = "the-namespace-result-key"  # test value, not a secret
 NOW = datetime(2030, 1, 1, tzinfo=UTC)  # the context windows are compared at one moment
 
 
 def thread_names() -> list[str]:
-    """Sixteen threads, two on each of the 8 new partitions (the memory key decides the
-    partition, so the test picks keys that must spread)."""
+    """Ten threads, at least one on each of the 8 new partitions (the memory key decides the
+    partition, so the test picks keys that must spread) and two pairs sharing one."""
     names, per = [], Counter[int]()
     for k in range(1000):
         where = memory_partition(f"thread:r{k:03d}".encode(), list(range(8)))
-        if per[where] < 2:
+        if per[where] < (2 if where < 2 else 1):
             names.append(f"r{k:03d}")
             per[where] += 1
-    assert len(names) == 16
+    assert len(names) == 10
     return names
 
 
@@ -106,13 +108,38 @@ async def wait_copied(source, target, timeout: float = 60.0) -> float:
     return time.monotonic() - started
 
 
-async def mark(target, marker: Marker) -> None:
-    producer = kafka.acked_producer(target)
-    await producer.start()
+def in_order(records) -> dict[bytes, list[bytes]]:
+    """Each memory's record values in the order its partition holds them."""
+    out: dict[bytes, list[bytes]] = defaultdict(list)
+    for r in sorted(records, key=lambda r: (r.partition, r.offset)):
+        out[r.key].append(r.value)
+    return out
+
+
+async def wait_settled(settings, timeout: float = 60.0) -> None:
+    """Until the fold workers have committed the whole log and the model agents apart every job
+    (twice in a row: an answer appends to the log)."""
+    from aiokafka import TopicPartition
+
+    topics = Topics(settings.namespace)
+    tps = [TopicPartition(t, p) for t in (topics.log, topics.jobs) for p in range(settings.partitions)]
+    admin, reader = kafka.admin(settings), kafka.reader(settings)
+    await admin.start()
+    await reader.start()
     try:
-        await producer.send_and_wait(marker_topic(target), marker.to_bytes(), key=MARKER_KEY, partition=0)
+        deadline, streak = time.monotonic() + timeout, 0
+        while streak < 2:
+            assert time.monotonic() < deadline, "the new namespace did not settle"
+            ends = await reader.end_offsets(tps)
+            fold = await admin.list_consumer_group_offsets(settings.app_id)
+            models = await admin.list_consumer_group_offsets(replace(settings, role="models").worker_group)
+            done = all((fold if tp.topic == topics.log else models).get(tp) is not None
+                       and (fold if tp.topic == topics.log else models)[tp].offset >= ends[tp] for tp in tps)
+            streak = streak + 1 if done else 0
+            await asyncio.sleep(0.3)
     finally:
-        await producer.stop()
+        await reader.stop()
+        await admin.close()
 
 
 async def windows(settings) -> dict[str, dict]:
@@ -128,17 +155,24 @@ async def windows(settings) -> dict[str, dict]:
 def test_repartition_4_to_8_keeps_every_memory(new_env):
     started = time.monotonic()
     env = new_env(options=OPTIONS, partitions=4)
-    env.start_worker()
+    env.start_worker(env={"OM_RESULT_KEY": KEY})  # as a deployment on several machines sets it
     source = env.settings
-    target = replace(source, namespace=source.namespace + "-8", partitions=8,
-                     data_dir=env.root / "data-8")
+    target = replace(source, namespace=source.namespace + "-8", partitions=8, data_dir=env.root / "data-8")
     asyncio.run(produce(source, 0, FIRST_HALF))
+    new_worker = {"OM_PARTITIONS": "8", "OM_RESULT_KEY": KEY}
 
-    # The copy follows the source while the second half is produced through the old namespace.
+    # The README's cut-over.  The copy follows the source, and a fold worker of the new namespace
+    # folds the copy as it comes (the copied results end its cycles; no model agent of its own
+    # yet), while the second half is produced through the old namespace.
     copy = om(env.config, "repartition", "--to", target.namespace, "--partitions", "8")
+    env.workers.append(Worker(replace(target, role="fold"), env.root / "fold-8.log", new_worker))
+    phases = {"start": time.monotonic() - started}
     asyncio.run(produce(source, FIRST_HALF, PER_THREAD))
+    phases["produced"] = time.monotonic() - started
     asyncio.run(wait_caught_up(source))
+    phases["folded"] = time.monotonic() - started
     followed_s = asyncio.run(wait_copied(source, target))
+    # Writes have stopped: the copy is stopped and run to the source's end (it resumes).
     copy.send_signal(signal.SIGINT)
     out, err = copy.communicate(timeout=30)
     assert copy.returncode == 130, err[-3000:]
@@ -147,15 +181,14 @@ def test_repartition_4_to_8_keeps_every_memory(new_env):
     out, err = again.communicate(timeout=60)
     assert again.returncode == 0, err[-3000:]
     resumed = orjson.loads(out)
-    print(f"\nfirst run (followed, Ctrl-C): {first}\nresumed: {resumed}")
+    print(f"\nphases {phases}\nfirst run (followed, Ctrl-C): {first}\nresumed: {resumed}")
     assert resumed["resumed"] and resumed["copied"] == 0 and resumed["skipped"] == 0
 
-    # Every record once, in its memory's order, on its memory's new partition.
-    old, new = asyncio.run(log_records(source)), asyncio.run(log_records(target))
     # A copy interrupted after its last batches landed but before it marked them resumes
     # exactly: from a marker of half way, it finds the second halves there and copies nothing.
+    old, new = asyncio.run(log_records(source)), asyncio.run(log_records(target))
     ends = {p: 1 + max(r.offset for r in old if r.partition == p) for p in range(4)}
-    asyncio.run(mark(target, Marker(source.namespace, 8, log={p: end // 2 for p, end in ends.items()})))
+    asyncio.run(write_marker(target, Marker(source.namespace, 8, log={p: end // 2 for p, end in ends.items()})))
     again = om(env.config, "repartition", "--to", target.namespace, "--partitions", "8", "--exit-when-caught-up")
     out, err = again.communicate(timeout=60)
     assert again.returncode == 0, err[-3000:]
@@ -163,6 +196,15 @@ def test_repartition_4_to_8_keeps_every_memory(new_env):
     print(f"resumed from half way: {half}")
     assert (half["copied"], half["skipped"]) == (0, sum(end - end // 2 for end in ends.values()))
     assert len(asyncio.run(log_records(target))) == len(new)
+    # Refused, with one line each: a target with records the copy did not make, another count.
+    for source_ns, to, count, reason in ((target.namespace, source.namespace, "4", "did not copy"),
+                                         (source.namespace, target.namespace, "6", "partitions")):
+        refused = om(env.config, "repartition", "--to", to, "--partitions", count, "--exit-when-caught-up",
+                     env={**os.environ, "OM_NAMESPACE": source_ns})
+        out, err = refused.communicate(timeout=60)
+        assert refused.returncode == 1 and err.startswith("om repartition: ") and reason in err, err
+
+    # Every record once, unchanged, in its memory's order, on its memory's new partition.
     origins = Counter(copied_from(r.headers) for r in new)
     assert len(new) == len(old) == first["copied"] == first["total"] and None not in origins
     assert set(origins) == {(r.partition, r.offset) for r in old} and max(origins.values()) == 1
@@ -171,23 +213,20 @@ def test_repartition_4_to_8_keeps_every_memory(new_env):
         was = by_origin[copied_from(r.headers)]
         assert (r.key, r.value, r.timestamp) == (was.key, was.value, was.timestamp)
         assert r.partition == memory_partition(r.key, list(range(8)))
-    order_old, order_new = defaultdict(list), defaultdict(list)
-    for r in sorted(old, key=lambda r: (r.partition, r.offset)):
-        order_old[r.key].append(r.value)
-    for r in sorted(new, key=lambda r: (r.partition, r.offset)):
-        order_new[r.key].append(r.value)
-    assert order_new == order_old
+    assert in_order(new) == in_order(old)
+    assert {r.partition for r in new} == set(range(8))
     results = sum(b'"model-result"' in r.value for r in old)
-    spread = {r.partition for r in new}
-    assert spread == set(range(8)), spread
 
-    # A worker on the new namespace, with the key the copied results were signed with.
-    key = (source.data_dir / "result.key").read_text().strip()
-    fold_started = time.monotonic()
-    worker = Worker(target, env.root / "worker-8.log", env={"OM_PARTITIONS": "8", "OM_RESULT_KEY": key})
-    env.workers.append(worker)
-    asyncio.run(wait_caught_up(target))
-    fold_s = time.monotonic() - fold_started
+    # The switch: the new namespace's model agents start (they answer its jobs from the copied
+    # cache, answers the fold ignores: the copied ones came first).  And the new namespace refuses
+    # a worker whose key would refuse the copied results.
+    switched = time.monotonic()
+    env.workers.append(Worker(replace(target, role="models"), env.root / "models-8.log", new_worker))
+    wrong = Worker(replace(target, role="fold", data_dir=env.root / "data-wrong"), env.root / "wrong.log",
+                   {**new_worker, "OM_RESULT_KEY": "another-key"})
+    asyncio.run(wait_settled(target))
+    settled_s = time.monotonic() - switched
+    assert wrong.proc.wait(timeout=60) != 0 and "OM_RESULT_KEY" in wrong.tail()
 
     live_events, new_events = asyncio.run(events_by_memory(source)), asyncio.run(events_by_memory(target))
     assert set(new_events) == {f"thread:{t}" for t in THREADS}
@@ -202,15 +241,27 @@ def test_repartition_4_to_8_keeps_every_memory(new_env):
     assert set(states_new) == set(states_old)
     for memory in states_old:
         assert comparable(states_new[memory]) == comparable(states_old[memory]), memory
-    assert asyncio.run(windows(target)) == asyncio.run(windows(source))
+    before = asyncio.run(windows(source))
+    assert asyncio.run(windows(target)) == before
     events_8 = asyncio.run(read_all(target, Topics(target.namespace).events, idle=0.3))
     assert {r.partition for r in events_8} == set(range(8))
-    stats = WorkerStats.load(stats_path(target)).summary()
+    stats = WorkerStats.load(stats_path(replace(target, role="models"))).summary()
     assert stats.model_calls == 0 and stats.cache_hits > 0, stats
+
+    # The read side of the new namespace serves the same context windows.
+    server = Server(target, env.root / "web-8.log")
+    try:
+        asyncio.run(server.ready())
+        for thread in THREADS:
+            status, served = asyncio.run(server.get(f"/threads/{thread}/context"))
+            assert status == 200 and served["observations"] == before[thread]["observations"], thread
+            assert [m["id"] for m in served["messages"]] == [m["id"] for m in before[thread]["messages"]]
+    finally:
+        server.stop()
 
     print(f"4 -> 8 partitions: {len(old)} records copied ({results} model results), "
           f"{first['cacheCopied']} cache entries; copy {first['recordsPerS']} records/s, caught up with "
-          f"the source {followed_s:.1f} s after the second half was folded; the new worker folded it in "
-          f"{fold_s:.1f} s with {stats.model_calls} model calls ({stats.cache_hits} cache hits); "
-          f"{len(THREADS)} memories equal (events {sum(kinds.values())}: {dict(kinds)}); "
+          f"the source {followed_s:.1f} s after its last record was folded; after the switch the new "
+          f"namespace settled in {settled_s:.1f} s with {stats.model_calls} model calls ({stats.cache_hits} "
+          f"cache hits); {len(THREADS)} memories equal (events {sum(kinds.values())}: {dict(kinds)}); "
           f"{time.monotonic() - started:.0f} s in all")
