@@ -56,9 +56,11 @@ log = logging.getLogger(__name__)
 
 COPIED_FROM = "om-copied-from"
 MARKER_KEY = b"progress"
-#: Acknowledge and mark at least this often: what a restart may find landed in part.
+#: Acknowledge and mark at least this often (what a restart may find landed in part), and
+#: before the records waiting for their acknowledgement hold too much memory.
 CHECKPOINT_S = 1.0
 CHECKPOINT_RECORDS = 20_000
+CHECKPOINT_BYTES = 32 * 1024 * 1024
 
 
 class RepartitionRefused(OmError, ValueError):
@@ -278,12 +280,13 @@ class _Copy:
 
     def __init__(self, source: Settings, target: Settings, marker: Marker, seen: dict[int, dict[int, int]],
                  consumer: AIOKafkaConsumer, producer: AIOKafkaProducer) -> None:
-        self.source, self.target, self.marker, self.seen = source, target, marker, seen
+        self.target, self.marker, self.seen = target, marker, seen
         self.consumer, self.producer = consumer, producer
         self.src, self.dst = Topics(source.namespace), Topics(target.namespace)
         self.pending: list[tuple[int, asyncio.Future[Any]]] = []  # (target partition or -1, ack)
         self.written = dict(marker.written)
         self.copied = self.skipped = self.cache_copied = 0
+        self.pending_bytes = 0
         self.marked = 0  # of `copied`, what the marker counts already
         self.last_mark = time.monotonic()
 
@@ -291,6 +294,7 @@ class _Copy:
         """Send a fetch's records to the target (the log's re-keyed, the cache's as they are)."""
         for tp, records in fetched.items():
             for r in records:
+                self.pending_bytes += len(r.value or b"")
                 if tp.topic == self.src.cache:
                     self.pending.append((-1, await self.producer.send(
                         self.dst.cache, r.value, key=r.key, headers=list(r.headers or ()), timestamp_ms=r.timestamp)))
@@ -306,7 +310,8 @@ class _Copy:
                 self.copied += 1
 
     def due(self) -> bool:
-        return len(self.pending) >= CHECKPOINT_RECORDS or time.monotonic() - self.last_mark >= CHECKPOINT_S
+        return (len(self.pending) >= CHECKPOINT_RECORDS or self.pending_bytes >= CHECKPOINT_BYTES
+                or time.monotonic() - self.last_mark >= CHECKPOINT_S)
 
     async def checkpoint(self) -> None:
         """Wait for every send's acknowledgement, then record the positions (the marker)."""
@@ -319,6 +324,7 @@ class _Copy:
             if where >= 0:
                 self.written[where] = max(self.written.get(where, 0), meta.offset + 1)
         self.pending.clear()
+        self.pending_bytes = 0
         positions = {}
         for tp in self.consumer.assignment():
             positions[(tp.topic, tp.partition)] = await self.consumer.position(TopicPartition(tp.topic, tp.partition))
@@ -332,6 +338,15 @@ class _Copy:
         self.last_mark = time.monotonic()
         log.debug("repartition checkpoint", extra={"copied": self.marker.copied, "log": self.marker.log})
 
+    async def place(self, parts: list[Any]) -> None:
+        """Assign the source's partitions, each at the marker's position (or its beginning)."""
+        self.consumer.assign(parts)
+        for tp in parts:
+            start = (self.marker.log if tp.topic == self.src.log else self.marker.cache).get(tp.partition)
+            if start is None:
+                await self.consumer.seek_to_beginning(tp)
+            else:
+                self.consumer.seek(tp, start)
 
 
 async def repartition(source: Settings, namespace: str, partitions: int, *, exit_when_caught_up: bool = False,
@@ -342,10 +357,7 @@ async def repartition(source: Settings, namespace: str, partitions: int, *, exit
     from aiokafka import TopicPartition
 
     target = target_settings(source, namespace, partitions)
-    marker, resumed = await _start(source, target)
-    if marker.partitions != partitions:
-        raise RepartitionRefused(f"namespace {namespace!r} was made with {marker.partitions} partitions, "
-                                 f"not {partitions}")
+    marker, resumed = await _start(source, target)  # (a target of another count is refused there)
     seen = await landed_after(target, marker) if resumed else {}
     src = Topics(source.namespace)
     layout = await partitions_of(source.bootstrap, [src.log, src.cache])
@@ -362,13 +374,7 @@ async def repartition(source: Settings, namespace: str, partitions: int, *, exit
     caught: float | None = None
     bulk = 0  # records copied when it first caught up
     try:
-        consumer.assign(parts)
-        for tp in parts:
-            start = (marker.log if tp.topic == src.log else marker.cache).get(tp.partition)
-            if start is None:
-                await consumer.seek_to_beginning(tp)
-            else:
-                consumer.seek(tp, start)
+        await copy.place(parts)
         log_parts = [tp for tp in parts if tp.topic == src.log]
         last_shown = 0.0
         while True:

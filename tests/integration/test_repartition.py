@@ -37,7 +37,7 @@ from omstream.conversation import read_conversation
 from omstream.projections.feed import ProjectionFeed
 from omstream.repartition import Marker, copied_from, write_marker
 from omstream.schemas.messages import Message
-from omstream.topics import Topics, memory_partition
+from omstream.topics import Topics, memory_partition, partitions_of
 from omstream.versions import WorkerStats, stats_path
 from omstream.versions.watch import Watch
 from tests.integration.conftest import Worker
@@ -50,7 +50,7 @@ from tests.scenarios.test_long_thread import SCENARIO
 pytestmark = pytest.mark.integration
 
 OPTIONS = om_options(observation={"messageTokens": 1200}, reflection={"observationTokens": 900})
-PER_THREAD, FIRST_HALF = 40, 20
+PER_THREAD, FIRST_HALF = 30, 15
 KEY = "the-namespace-result-key"  # test value, not a secret
 NOW = datetime(2030, 1, 1, tzinfo=UTC)  # the context windows are compared at one moment
 
@@ -166,11 +166,8 @@ def test_repartition_4_to_8_keeps_every_memory(new_env):
     # yet), while the second half is produced through the old namespace.
     copy = om(env.config, "repartition", "--to", target.namespace, "--partitions", "8")
     env.workers.append(Worker(replace(target, role="fold"), env.root / "fold-8.log", new_worker))
-    phases = {"start": time.monotonic() - started}
     asyncio.run(produce(source, FIRST_HALF, PER_THREAD))
-    phases["produced"] = time.monotonic() - started
     asyncio.run(wait_caught_up(source))
-    phases["folded"] = time.monotonic() - started
     followed_s = asyncio.run(wait_copied(source, target))
     # Writes have stopped: the copy is stopped and run to the source's end (it resumes).
     copy.send_signal(signal.SIGINT)
@@ -181,7 +178,7 @@ def test_repartition_4_to_8_keeps_every_memory(new_env):
     out, err = again.communicate(timeout=60)
     assert again.returncode == 0, err[-3000:]
     resumed = orjson.loads(out)
-    print(f"\nphases {phases}\nfirst run (followed, Ctrl-C): {first}\nresumed: {resumed}")
+    print(f"\nfirst run (followed, Ctrl-C): {first}\nresumed: {resumed}")
     assert resumed["resumed"] and resumed["copied"] == 0 and resumed["skipped"] == 0
 
     # A copy interrupted after its last batches landed but before it marked them resumes
@@ -237,6 +234,8 @@ def test_repartition_4_to_8_keeps_every_memory(new_env):
     assert len(accepted) == len(THREADS) * PER_THREAD and max(accepted.values()) == 1
     kinds = Counter(e["type"] for evs in new_events.values() for e in evs)
     assert kinds["data-om-activation"] and kinds["data-om-buffering-end"], kinds
+    assert any(e["type"] == "data-om-observation-end" and e["data"]["operationType"] == "reflection"
+               for evs in new_events.values() for e in evs), "reflection must occur"
     states_old, states_new = asyncio.run(final_states(source)), asyncio.run(final_states(target))
     assert set(states_new) == set(states_old)
     for memory in states_old:
@@ -265,3 +264,57 @@ def test_repartition_4_to_8_keeps_every_memory(new_env):
           f"namespace settled in {settled_s:.1f} s with {stats.model_calls} model calls ({stats.cache_hits} "
           f"cache hits); {len(THREADS)} memories equal (events {sum(kinds.values())}: {dict(kinds)}); "
           f"{time.monotonic() - started:.0f} s in all")
+
+
+async def produce_raw(settings, records: int, keys: int) -> None:
+    """Records straight to the input log (the copy moves bytes: no worker needs to read them)."""
+    producer = kafka.producer(settings, linger_ms=5, max_batch_size=512 * 1024)
+    await producer.start()
+    try:
+        sent = [await producer.send(Topics(settings.namespace).log, b"%d:%d" % (i % keys, i),
+                                    key=b"thread:k%d" % (i % keys)) for i in range(records)]
+        await asyncio.gather(*sent)
+    finally:
+        await producer.stop()
+
+
+async def wait_records(settings, at_least: int, timeout: float = 60.0) -> int:
+    """Until the namespace's log (made by the copy: it may not exist yet) holds `at_least`."""
+    from aiokafka import TopicPartition
+
+    log = Topics(settings.namespace).log
+    reader = kafka.reader(settings)
+    await reader.start()
+    try:
+        deadline, total = time.monotonic() + timeout, 0
+        while total < at_least:
+            assert time.monotonic() < deadline, f"{total} records after {timeout} s"
+            parts = (await partitions_of(settings.bootstrap, [log])).get(log, [])
+            ends = await reader.end_offsets([TopicPartition(log, p) for p in parts]) if parts else {}
+            total = sum(ends.values())
+            await asyncio.sleep(0.02)
+        return total
+    finally:
+        await reader.stop()
+
+
+def test_a_copy_killed_mid_way_resumes_with_each_record_once(new_env):
+    """SIGKILL of the copy's process while batches are in flight, then the same command: every
+    record once, each memory's in order."""
+    env = new_env(partitions=4)
+    source = env.settings
+    target = replace(source, namespace=source.namespace + "-8", partitions=8)
+    asyncio.run(produce_raw(source, 80_000, 500))
+    copy = om(env.config, "repartition", "--to", target.namespace, "--partitions", "8", "--exit-when-caught-up")
+    at_kill = asyncio.run(wait_records(target, 30_000))  # past the first marker (20,000 sent)
+    os.killpg(copy.pid, signal.SIGKILL)
+    copy.wait()
+    again = om(env.config, "repartition", "--to", target.namespace, "--partitions", "8", "--exit-when-caught-up")
+    out, err = again.communicate(timeout=120)
+    assert again.returncode == 0, err[-3000:]
+    resumed = orjson.loads(out)
+    old, new = asyncio.run(log_records(source)), asyncio.run(log_records(target))
+    print(f"\nkilled with {at_kill} of {len(old)} records in the target; resumed: {resumed}")
+    assert resumed["resumed"] and 0 < resumed["copied"] < len(old)
+    assert len(new) == len(old) and Counter(copied_from(r.headers) for r in new).most_common(1)[0][1] == 1
+    assert in_order(new) == in_order(old)
