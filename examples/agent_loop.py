@@ -98,7 +98,7 @@ async def agent_loop(args: argparse.Namespace, prompts: list[str]) -> None:
             return Message(id=f"{run}-{turn}-{role}", thread_id=args.thread, resource_id=args.resource,
                            role=role, content=text, created_at=datetime.now(UTC))
 
-        shown = ""  # the observations printed last
+        shown: set[str] = set()  # observation lines printed already
         for turn, prompt in enumerate(prompts, start=1):
             user = message(turn, "user", prompt)
             await om.send_message(user)
@@ -111,9 +111,10 @@ async def agent_loop(args: argparse.Namespace, prompts: list[str]) -> None:
             print(f"[turn {turn}] context: {len(window['observedMessageIds'])} messages observed, "
                   f"{len(window['messages'])} raw, {len(observations)} characters of observations",
                   flush=True)
-            if observations != shown:  # new observations: the Observer ran (or the Reflector)
-                print("\n".join(f"    | {line}" for line in observations.splitlines()), flush=True)
-                shown = observations
+            new = [line for line in observations.splitlines() if line not in shown]
+            if new:  # the Observer (or the Reflector) ran since the last turn
+                print("\n".join(f"    | {line}" for line in new), flush=True)
+                shown.update(new)
             answer = await complete(model, window["chat"], timeout=args.wait, arguments={})
             text = answer.choices[0].message.content or ""
             print(f"[turn {turn}] user: {prompt}\n[turn {turn}] {model}: {text}", flush=True)
@@ -122,8 +123,15 @@ async def agent_loop(args: argparse.Namespace, prompts: list[str]) -> None:
             await om.turn_ended(args.thread, resource_id=args.resource, after_message_id=reply.id)
 
         # The feed is caught up once it has shown the last reply; then stop following.
-        await asyncio.wait_for(feed.wait_for(reply.id), args.wait)
+        caught_up = asyncio.create_task(feed.wait_for(reply.id))
+        done, _ = await asyncio.wait([caught_up, follower], timeout=args.wait,
+                                     return_when=asyncio.FIRST_COMPLETED)
         follower.cancel()
+        caught_up.cancel()
+        if follower in done:
+            follower.result()  # the feed failed (FeedError): say why
+        if caught_up not in done:
+            raise SystemExit(f"the feed did not show the last reply within {args.wait} s")
         print(f"done: {len(prompts)} turns, {len(feed.accepted)} messages seen on the feed", flush=True)
 
 
@@ -140,6 +148,8 @@ def main() -> None:
     args = parser.parse_args()
     prompts = ([line for line in args.prompts.read_text(encoding="utf-8").splitlines() if line.strip()]
                if args.prompts else PROMPTS)
+    if not prompts:
+        parser.error(f"{args.prompts} holds no message")
     asyncio.run(agent_loop(args, prompts))
 
 

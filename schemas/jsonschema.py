@@ -1,8 +1,9 @@
 """JSON Schema (draft 2020-12) files for every wire type, generated from the pydantic models.
 
 Producers and consumers in other languages validate against these files instead of reading
-Python (the records of every topic, and `data-part.json`, a frame of the HTTP feed); `om schema export` writes them to `schemas/json/` (committed) and `--check` fails when the
-committed copy no longer matches the models, so the two cannot drift apart silently.
+Python: the records of every topic, and `data-part.json`, a frame of the HTTP feed.  `om schema
+export` writes them to `schemas/json/` (committed) and `--check` fails when the committed copy
+no longer matches the models, so the two cannot drift apart silently.
 
 The schemas are pydantic's *validation* schemas: they describe what our decoders accept, which is
 the contract a producer must meet (and what we write always meets it, since every record we

@@ -451,8 +451,8 @@ def register() -> None:
             elif name.startswith("reflector"):
                 text = reflect(system, user) + inline_sections(system, user)
             elif name == "assistant":
-                last_user = next((m for m in reversed(messages) if m.get("role") == "user"), {})
-                text = assist(system, content_text(last_user.get("content", "")))
+                said = [m.get("content", "") for m in messages if m.get("role") == "user"]
+                text = assist(system, content_text(said[-1] if said else ""))
             else:
                 raise BadRequestError(
                     message=f"scripted provider has no model {name!r} (use observer, reflector or assistant)",

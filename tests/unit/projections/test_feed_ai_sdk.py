@@ -20,6 +20,7 @@ from omstream.settings import Settings
 from tests.helpers import message
 from tests.unit.projections.test_feed_sse import lifecycle
 
+
 @pytest.mark.parametrize("major", [5, 6, 7])
 def test_the_ai_sdk_builds_the_message_parts_from_the_feed(major, node_packages):
     state, events, config = lifecycle()
