@@ -94,8 +94,8 @@ class WorkerConsumer(faust.transport.drivers.aiokafka.Consumer):
         memories' states then skipped them as folded: a fold worker that took over a partition
         lost the model results and messages of that stretch, and its cycles never ended."""
         if self._sought.get(tp) != self.app.consumer_generation_id:
-            log.info("records fetched before the seek to the committed offset: read again after it",
-                     extra={"topic": tp.topic, "partition": tp.partition, "fetched": fetched[0].offset if fetched else None})
+            log.info("records fetched before the seek to the committed offset: read again after it", extra={
+                "topic": tp.topic, "partition": tp.partition, "fetched": fetched[0].offset if fetched else None})
             return
         read = self._read_offset[tp]
         messages: list[Any] = []
