@@ -74,7 +74,8 @@ const om = (() => {
   // Event times are the inputs' own (ISO-8601, UTC); shown as written, without the zone noise.
   function when(iso) {
     if (!iso) return "";
-    return iso.replace("T", " ").replace(/:\d\d\.\d{3}Z$/, "").replace(/Z$/, "");
+    const m = String(iso).match(/^(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)/);
+    return m ? `${m[1]} ${m[2]}` : String(iso);
   }
 
   return { token, withToken, getJson, el, fill, exact, short, compression, seconds, when };

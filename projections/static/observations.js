@@ -40,9 +40,11 @@ const observations = (() => {
       return el("div", { class: "obs-date" }, m[1], m[2] ? el("span", { class: "rel", text: m[2] }) : null);
     }
     if (parsed.kind === "thread") return el("div", { class: "obs-thread", text: `thread ${parsed.text}` });
-    const mark = parsed.priority ? Object.keys(PRIORITY).find((k) => PRIORITY[k] === parsed.priority) : parsed.depth ? "↳" : "•";
-    return el("div", { class: `obs-line ${parsed.priority || ""}`, style: `padding-left:${parsed.depth * 22}px` },
-      el("span", { class: "prio", text: mark }),
+    // Priorities are drawn as coloured dots by the style sheet, not as the emoji: a machine
+    // without a colour emoji font would show empty boxes. The emoji stays in the tooltip.
+    const emoji = parsed.priority ? Object.keys(PRIORITY).find((k) => PRIORITY[k] === parsed.priority) : null;
+    return el("div", { class: `obs-line ${parsed.priority || (parsed.depth ? "sub" : "")}`, style: `padding-left:${parsed.depth * 22}px` },
+      el("span", { class: "prio", title: emoji ? `${emoji} ${parsed.priority}` : null }),
       parsed.time ? el("span", { class: "time", text: parsed.time }) : null,
       el("span", { class: "text", text: parsed.text }));
   }

@@ -75,7 +75,13 @@ const timeline = (() => {
 
     // Markers are placed by seq, so they line up with the range input's thumb positions.
     function layout() {
+      // Markers narrow as they multiply, so neighbours stay apart on a long history.
+      const width = Math.max(2, Math.min(10, (markers.clientWidth / Math.max(markers.children.length, 1)) * 0.7));
       for (const marker of markers.children) {
+        if (!marker.classList.contains("message")) {
+          marker.style.width = `${width}px`;
+          marker.style.marginLeft = `${-width / 2}px`;
+        }
         const seq = Number(marker.dataset.seq);
         marker.style.left = last ? `${(seq / last) * 100}%` : "0%";
         marker.classList.toggle("selected", seq === pinned);
