@@ -188,7 +188,8 @@
     const pinned = line.pinned();
     const at = pinned === null ? Infinity : pinned;
     const context = pinned === null ? S.context : asOf;
-    const windows = pinned === null ? S.windows : (asOf ? asOf.windows : windowsAt(pinned));
+    const [statusSeq, known] = statusAt(at);
+    const windows = pinned === null ? S.windows : (asOf ? asOf.windows : known);
     const title = (context && context.title) || S.title;
     $("thread-title").textContent = title || "Untitled thread";
     document.title = `omstream · ${title || threadId}`;
@@ -206,7 +207,7 @@
         ? `Viewing the memory as it was after event #${event.seq} (${event.type.replace(/^data-/, "")}, ${when(event.eventTime)}).`
         : `Viewing the memory as it was at #${pinned}.`;
     }
-    renderWindows(windows);
+    renderWindows(windows, statusSeq);
     renderActivity(at);
     renderContext(context);
     renderCycles(at);
@@ -214,9 +215,10 @@
     renderGenerations(at);
   }
 
-  function windowsAt(seq) {
-    let found = null;
-    for (const [s, w] of S.windowsAt) if (s <= seq) found = w;
+  // The last status at or before `seq`: [its seq, its windows].
+  function statusAt(seq) {
+    let found = [null, null];
+    for (const entry of S.windowsAt) if (entry[0] <= seq) found = entry;
     return found;
   }
 
@@ -235,7 +237,7 @@
     if (projectedNode) projectedNode.style.width = threshold ? `${Math.min((projected || 0) / threshold, 1) * 100}%` : "0%";
   }
 
-  function renderWindows(windows) {
+  function renderWindows(windows, statusSeq) {
     const active = windows ? windows.active : null;
     const buffered = windows ? windows.buffered : null;
     const obs = buffered ? buffered.observations : {};
@@ -253,6 +255,8 @@
       el("dt", { text: "buffered observations" }), el("dd", { text: `${exact(obs.observationTokens)} tokens` }),
       el("dt", { text: "reflection" }), el("dd", {}, pill(refl.status), " ",
         refl.status && refl.status !== "idle" ? compression(refl.inputObservationTokens || 0, refl.observationTokens || 0) : ""));
+    // Status is written once per step: cycles that ended since show in the list, not here yet.
+    $("buffered-sub").textContent = statusSeq === null ? "no step reported yet" : `as of the last step's status, #${statusSeq}`;
   }
 
   // Cycles in flight at `at`. Elapsed time counts from when this page saw the start: event
