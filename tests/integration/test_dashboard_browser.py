@@ -3,7 +3,8 @@ never `playwright install`) on `om serve` as its own process, while the worker f
 produced through the broker.
 
 The pages are opened before the first message and never reloaded: everything they show arrives
-through the SSE feeds.  The expected figures come from `<ns>.events` itself (the last status's
+through the SSE feeds.  `om serve` has tokens, so every request the pages make carries the one
+in their URL (`?access_token=`); without it the page says access is denied.  The expected figures come from `<ns>.events` itself (the last status's
 token windows, the first activation, the messages accepted before it), not from the page.
 """
 
@@ -30,6 +31,7 @@ KEY = f"thread:{THREAD}"
 OPTIONS = om_options(checkThresholdsAt="step", observation={
     "messageTokens": 400, "bufferTokens": 0.2, "modelSettings": {"latencyMs": 1500}})
 WAIT_MS = 30_000
+TOKEN = "dashboard-token-0123456789"
 
 
 async def turns(client: OmClient, first: int, count: int) -> None:
@@ -62,12 +64,13 @@ def last_status_tokens(events, before: int | None = None) -> tuple[int, int]:
     return active.messages.tokens, active.observations.tokens
 
 
-def test_the_dashboard_follows_a_memory_live_and_its_timeline_shows_an_earlier_window(new_env, tmp_path):
+def test_the_dashboard_follows_a_memory_live_and_its_timeline_shows_an_earlier_window(new_env, tmp_path, monkeypatch):
     from playwright.async_api import async_playwright, expect
 
     assert os.path.exists(CHROMIUM), f"{CHROMIUM} is missing: apt-get install chromium (.ci/run does)"
     env = new_env(options=OPTIONS)
     env.start_worker()
+    monkeypatch.setenv("OM_API_TOKENS", f"{TOKEN} = *")  # read by `om serve` (its child process)
     shots = tmp_path / "screenshots"
     shots.mkdir()
     errors: list[str] = []
@@ -83,7 +86,7 @@ def test_the_dashboard_follows_a_memory_live_and_its_timeline_shows_an_earlier_w
                 started = time.monotonic()
 
                 # 1. The thread list, open before the thread exists, shows it when it appears.
-                await page.goto(server.url + "/")
+                await page.goto(f"{server.url}/?access_token={TOKEN}")
                 await expect(page.locator("#conn")).to_have_text("live", timeout=WAIT_MS)
                 await turns(client, 0, 1)
                 row = page.locator(f'tr[data-thread="{THREAD}"]')
@@ -92,7 +95,7 @@ def test_the_dashboard_follows_a_memory_live_and_its_timeline_shows_an_earlier_w
 
                 # 2. The memory's page, reached by its link: the first turn's token count.
                 await row.locator("a").click()
-                await page.wait_for_url(f"**/threads/{THREAD}")
+                await page.wait_for_url(re.compile(rf"/threads/{THREAD}\?access_token={TOKEN}$"))  # the link carries it
                 events = await watcher.wait_for(settled(2))
                 first_tokens, _ = last_status_tokens(events)
                 messages_tokens = page.locator("#win-messages .tokens")
@@ -135,20 +138,27 @@ def test_the_dashboard_follows_a_memory_live_and_its_timeline_shows_an_earlier_w
                 await expect(messages_tokens).to_have_attribute("data-tokens", str(then_tokens))
                 await page.screenshot(path=shots / "as-of.png")
 
-                # 5. Back to live.
+                # 5. Without the token the data routes refuse the page, and it says so.
+                stranger = await browser.new_page()
+                await stranger.goto(f"{server.url}/threads/{THREAD}")
+                await expect(stranger.locator("#conn")).to_have_text("access denied", timeout=WAIT_MS)
+                await expect(stranger.locator("#messages li[data-id]")).to_have_count(0)
+
+                # 6. Back to live.
                 await page.locator("#go-live").click()
                 await expect(page.locator("#asof-banner")).to_be_hidden()
                 await expect(page.locator("#messages li[data-id]")).to_have_count(live_raw)
                 await expect(page.locator("#observations .obs-date").first).to_be_visible()
                 await browser.close()
-                return first_tokens, now_tokens, now_observations, first.seq, len(accepted), live_raw, live_seconds
+                return (first_tokens, now_tokens, now_observations, first.seq, len(accepted), then_tokens, live_raw,
+                        live_seconds)
         finally:
             server.stop()
 
-    first_tokens, now_tokens, now_obs, activation_seq, then_raw, live_raw, seconds = asyncio.run(scenario())
+    first_tokens, now_tokens, now_obs, activation_seq, then_raw, then_tokens, live_raw, seconds = asyncio.run(scenario())
     print(f"\nmessage tokens on the page: {first_tokens} after one turn, {now_tokens} after six "
           f"(observations {now_obs}); first activation at seq {activation_seq}; the timeline before it shows "
-          f"{then_raw} unobserved messages and no observations, live shows {live_raw}; "
+          f"{then_raw} unobserved messages ({then_tokens} tokens) and no observations, live shows {live_raw}; "
           f"{seconds:.1f} s from the page's open to the live evidence; screenshots in {shots}")
     assert not errors, errors
     assert now_tokens != first_tokens and then_raw > 0
