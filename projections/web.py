@@ -41,6 +41,7 @@ from aiohttp import web
 
 from omstream.api_tokens import TokenTable
 from omstream.schemas.errors import OmError
+from omstream.schemas.keys import memory_key
 from omstream.schemas.positions import LogPosition
 from omstream.settings import Settings
 
@@ -105,8 +106,6 @@ class Versions:
 
 def as_of(feed: ProjectionFeed, thread_id: str, raw_seq: str) -> dict[str, Any]:
     """`?asOf=SEQ`: the window as it was after the memory's event `seq` (`projections/asof.py`)."""
-    from omstream.schemas.keys import memory_key
-
     try:
         seq = parse_seq(raw_seq)
     except ValueError as exc:
