@@ -21,17 +21,12 @@ from typing import Any
 
 import orjson
 
-from omstream.schemas.parts import DataPart
+from omstream.schemas.parts import DataPart, part_type
 
 __all__ = ["TRANSIENT", "data_part", "event_type", "frame_json", "part_type"]
 
 TRANSIENT = frozenset({"data-om-status", "om-message-accepted", "om-result-ignored"})
 _FIXED_IDS = {"data-om-status": "om-status", "data-om-thread-update": "om-thread-title"}
-
-
-def part_type(event_type: str) -> str:
-    """The part's `type` for an event type."""
-    return event_type if event_type.startswith("data-") else f"data-{event_type}"
 
 
 def event_type(kind: str) -> str:

@@ -11,6 +11,10 @@
                        flight (10)
         ?version=NAME  another memory version than the one served (its projection is built on
                        the first request, and followed from then on; 404 for no such version)
+        ?asOf=SEQ      the window as it was right after the memory's event SEQ, folded from
+                       the kept events (`projections/asof.py`); adds `asOf`, `lastSeq`,
+                       `event` and `windows` (the token windows as of then)
+    GET /  and  GET /threads/{threadId}   the dashboard (`projections/dashboard.py`)
 
 The answer has `"stale": true` when the `after` position was not reached in time (the view is
 then the current one).  Only records whose fold always emits an event reach their position by
@@ -31,15 +35,19 @@ import asyncio
 import contextlib
 import errno
 from collections.abc import Callable
+from typing import Any
 
 from aiohttp import web
 
 from omstream.api_tokens import TokenTable
 from omstream.schemas.errors import OmError
+from omstream.schemas.keys import memory_key
 from omstream.schemas.positions import LogPosition
 from omstream.settings import Settings
 
 from .access import NO_THREAD, access_middleware, filtered, grant_of, public, resource_of, token_table
+from .asof import context_as_of, parse_seq
+from .dashboard import dashboard_routes
 from .errors import AccessLog, api_error, json_errors
 from .feed import ProjectionFeed
 from .sse import feed_routes
@@ -96,6 +104,21 @@ class Versions:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
             await feed.stop()
+
+
+def as_of(feed: ProjectionFeed, thread_id: str, raw_seq: str) -> dict[str, Any]:
+    """`?asOf=SEQ`: the window as it was after the memory's event `seq` (`projections/asof.py`)."""
+    try:
+        seq = parse_seq(raw_seq)
+    except ValueError as exc:
+        raise api_error(400, "bad-parameter", str(exc)) from None
+    view = feed.projection.threads.get(thread_id)
+    # The view knows its memory (a resource's, in resource scope); a deleted thread has none.
+    key = view.memory_key if view is not None and view.memory_key else memory_key(feed.settings.om, thread_id, None)
+    answer = context_as_of(feed.history, key, thread_id, seq, feed.projection.time_zone)
+    if answer is None:
+        raise api_error(404, "unknown-thread", f"unknown thread {thread_id!r}")
+    return answer
 
 
 def build_web_app(feed: ProjectionFeed, versions: Versions | None = None,
@@ -165,6 +188,8 @@ def build_web_app(feed: ProjectionFeed, versions: Versions | None = None,
     async def context(request: web.Request) -> web.Response:
         feed = await feed_of(request)
         thread_id = request.match_info["thread_id"]
+        if "asOf" in request.query:
+            return web.json_response(as_of(feed, thread_id, request.query["asOf"]))
         wait, after = wait_of(request), after_of(request)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
@@ -184,6 +209,7 @@ def build_web_app(feed: ProjectionFeed, versions: Versions | None = None,
     app = web.Application(middlewares=middlewares)
     app.add_routes(routes)
     app.add_routes(feed_routes(feed_of))  # GET /threads/{threadId}/events, GET /events
+    app.add_routes(dashboard_routes())  # GET /, GET /threads/{threadId}, GET /static/{name}
     return app
 
 

@@ -1,8 +1,9 @@
 """JSON Schema (draft 2020-12) files for every wire type, generated from the pydantic models.
 
 Producers and consumers in other languages validate against these files instead of reading
-Python; `om schema export` writes them to `schemas/json/` (committed) and `--check` fails when the
-committed copy no longer matches the models, so the two cannot drift apart silently.
+Python: the records of every topic, and `data-part.json`, a frame of the HTTP feed.  `om schema
+export` writes them to `schemas/json/` (committed) and `--check` fails when the committed copy
+no longer matches the models, so the two cannot drift apart silently.
 
 The schemas are pydantic's *validation* schemas: they describe what our decoders accept, which is
 the contract a producer must meet (and what we write always meets it, since every record we
@@ -32,6 +33,7 @@ from .dead_letters import DeadLetter
 from .events import Event
 from .jobs import ModelJob, ModelResult
 from .messages import Message
+from .parts import DataPart, part_type
 
 __all__ = ["DEFAULT_DIR", "INDEX", "ExportResult", "build_schemas", "export_schemas", "render_schemas", "schema_id"]
 
@@ -48,12 +50,16 @@ _TYPE_OPTIONAL = frozenset({"Message"})
 class _WireType:
     name: str  # file stem and title
     annotation: Any
-    topic: str  # the topic suffix after `<ns>.`
+    topic: str | None  # the topic suffix after `<ns>.`; None for what travels over HTTP only
     description: str | None = None  # for unions; models bring their docstring
+    route: str | None = None  # the HTTP route of what is no topic's record
+    covers: tuple[str, ...] = ()  # the `type` values, when the model's `type` is a pattern
 
     @property
     def types(self) -> list[str]:
         """The wire `type` values this schema covers."""
+        if self.covers:
+            return list(self.covers)
         members = get_args(get_args(self.annotation)[0]) if not isinstance(self.annotation, type) else ()
         classes = members or (self.annotation,)
         return [cls.model_fields["type"].default for cls in classes]
@@ -72,6 +78,8 @@ def _catalogue() -> list[_WireType]:
         _WireType("event", Event, "events", "Any record of `<ns>.events`, told apart by `type`."),
         *(_WireType(cls.model_fields["type"].default, cls, "events") for cls in events),
         _WireType("dead-letter", DeadLetter, "dlq"),
+        _WireType("data-part", DataPart, None, route="GET /threads/{threadId}/events, GET /events",
+                  covers=tuple(part_type(cls.model_fields["type"].default) for cls in events)),
     ]
 
 
@@ -127,7 +135,7 @@ def build_schemas() -> dict[str, dict[str, Any]]:
         "schemaVersion": SCHEMA_VERSION,
         "schemas": [
             {"file": f"{wire.name}.json", "id": schema_id(wire.name), "title": wire.name,
-             "topic": f"<ns>.{wire.topic}", "types": wire.types}
+             **({"topic": f"<ns>.{wire.topic}"} if wire.topic else {"route": wire.route}), "types": wire.types}
             for wire in catalogue
         ],
     }

@@ -2,7 +2,7 @@
 
 Starts (or reuses) the local broker, creates the topics, starts the worker and the web server
 as child processes, produces the demo conversation, prints the lifecycle events until every
-message is accounted for, then prints the context URL and keeps serving until Ctrl-C.
+message is accounted for, then prints the context and dashboard URLs and keeps serving until Ctrl-C.
 
 The Observer and Reflector are `local/qwen2.5-1.5b` (installed on first use, 1.1 GB) unless
 `--model` names another: a hosted litellm model (with its key in the environment), or
@@ -152,12 +152,14 @@ def run_demo(settings: Settings, conversation: Path, *, stay: bool, model: str |
             ctx = _get(f"{base}/threads/{thread}/context?wait=0") or {}
             print(f"    {base}/threads/{thread}/context  -> {len(ctx.get('observedMessageIds', []))} "
                   f"messages observed, {len(ctx.get('messages', []))} raw")
+            print(f"    {base}/threads/{thread}  (the dashboard: live, with a timeline)")
             if ctx.get("observations"):
                 print(f"    observations ({models[0]}):")
                 print("\n".join(f"      {line}" for line in ctx["observations"].splitlines()))
         if not stay:
             return 0 if done else 1
-        print("serving; press Ctrl-C to stop the worker, the web server and the broker", flush=True)
+        print(f"serving the dashboard at {base}/ ; press Ctrl-C to stop the worker, the web server and the broker",
+              flush=True)
         while all(c.poll() is None for c in children):
             time.sleep(1)
         return 1

@@ -18,6 +18,10 @@ reads the text; `scripted/observer-vision` is the one multimodal model (`MODEL_I
 line, `Attachment received: [Image #1: cat.png] image_url https://...`, so a test can see from
 the memory itself what reached the model.
 
+`scripted/assistant` is the agent's side, for examples and tests of an agent loop: it answers a
+chat (the `chat` of a context window) by echoing the last user message and counting the
+observation bullets its system prompt holds, so a reader can see the memory reach the agent.
+
 Failure injection (test-only settings that only this offline provider reads; do not set them
 for a hosted model, which would receive them as unknown arguments):
 
@@ -73,7 +77,7 @@ import orjson
 from .scripted_extract import inline_sections, structured_answer
 
 __all__ = ["FAILURES", "MODEL_INPUTS", "content_text", "failure_for", "planned_failure", "reflect",
-           "observe", "received_attachments", "register", "reset_failures", "takes_attachments"]
+           "assist", "observe", "received_attachments", "register", "reset_failures", "takes_attachments"]
 
 #: The `failWith` values the provider understands.
 FAILURES = ("timeout", "429", "500", "503", "connection", "401", "400", "malformed", "degenerate", "hang")
@@ -100,6 +104,7 @@ MODEL_INPUTS: dict[str, frozenset[str]] = {
     "observer": frozenset({"text"}),
     "observer-vision": frozenset({"text", "image", "file"}),
     "reflector": frozenset({"text"}),
+    "assistant": frozenset({"text"}),
 }
 
 
@@ -182,6 +187,15 @@ def _to_24h(label: str) -> str:
     hour, minute = (int(x) for x in clock.split(":"))
     hour = hour % 12 + (12 if half == "PM" else 0)
     return f"{hour:02d}:{minute:02d}"
+
+
+def assist(system: str, user: str) -> str:
+    """The scripted assistant's reply: the last user message's first words and how many
+    observation bullets (`* ...` lines) the system prompt carries.  A window whose messages are
+    all observed ends with a `<system-reminder>` in place of a user message: nothing to echo."""
+    bullets = sum(1 for line in system.splitlines() if line.lstrip().startswith("* "))
+    said = "" if user.startswith("<system-reminder>") else _words(user, 12)
+    return f"{'Noted: ' + said if said else 'Noted, all in my observations.'} (I remember {bullets} observations.)"
 
 
 def observe(system: str, user: str | list[Any], *, user_words: int = 40, assistant_words: int = 20,
@@ -436,9 +450,12 @@ def register() -> None:
                 ) + inline_sections(system, user)
             elif name.startswith("reflector"):
                 text = reflect(system, user) + inline_sections(system, user)
+            elif name == "assistant":
+                said = [m.get("content", "") for m in messages if m.get("role") == "user"]
+                text = assist(system, content_text(said[-1] if said else ""))
             else:
                 raise BadRequestError(
-                    message=f"scripted provider has no model {name!r} (use observer or reflector)",
+                    message=f"scripted provider has no model {name!r} (use observer, reflector or assistant)",
                     model=model, llm_provider="scripted",
                 )
             return litellm.ModelResponse(

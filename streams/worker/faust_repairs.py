@@ -56,6 +56,7 @@ class WorkerConsumer(faust.transport.drivers.aiokafka.Consumer):
         super().__init__(*args, **kwargs)
         self._holding: dict[TP, int] = {}  # the committed offset a hole was last logged at
         self._reread: dict[TP, int] = {}  # the offset a jump was last read again from
+        self._sought: dict[TP, int] = {}  # the generation a partition was last sought to its committed offset in
 
     async def _wait_next_records(self, timeout: float) -> tuple[Mapping[TP, list[Any]] | None, set[TP] | None]:
         """A fetch, with the records of a tapped topic (`WorkerApp.taps`) taken out and handed
@@ -84,7 +85,18 @@ class WorkerConsumer(faust.transport.drivers.aiokafka.Consumer):
         it had, a fetch while the partition was paused is dropped).  Three fold workers lost
         records that way, the commit passing them.  So the consumer goes back to the last
         record it read (read twice, it is skipped by the fold as stored) and reads on; only a
-        jump still there when read again is a hole (a transactional producer's marker)."""
+        jump still there when read again is a hole (a transactional producer's marker).
+
+        A fetch of a partition not yet sought to its committed offset in this generation is
+        dropped: Faust's recovery resumes a newly assigned partition before it seeks it, and the
+        fetch in between starts wherever the client's reset put it (the log's end).  Handed
+        over, those later records were folded before the ones from the committed offset, whose
+        memories' states then skipped them as folded: a fold worker that took over a partition
+        lost the model results and messages of that stretch, and its cycles never ended."""
+        if self._sought.get(tp) != self.app.consumer_generation_id:
+            log.info("records fetched before the seek to the committed offset: read again after it", extra={
+                "topic": tp.topic, "partition": tp.partition, "fetched": fetched[0].offset if fetched else None})
+            return
         read = self._read_offset[tp]
         messages: list[Any] = []
         for record in fetched:
@@ -134,7 +146,9 @@ class WorkerConsumer(faust.transport.drivers.aiokafka.Consumer):
         return super()._new_offset(tp)
 
     async def perform_seek(self) -> None:
+        generation = self.app.consumer_generation_id  # a rebalance meanwhile seeks again
         await super().perform_seek()
+        self._sought.update(dict.fromkeys(self.assignment(), generation))
         for tp in self.assignment():  # not the changelogs: nothing acks or commits them
             if self._committed_offset[tp] is None and self.app.topics.acks_enabled_for(tp.topic):
                 self._committed_offset[tp] = await self.position(tp)

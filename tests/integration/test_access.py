@@ -24,11 +24,13 @@ WRONG = "wrong-token-0123456789"
 TOKENS = f"{ALICE} = alice; {BOB} = bob; {ADMIN} = *"
 
 
-def paths_of_every_route(settings, thread: str) -> list[str]:
-    """Every GET route `om serve`'s app has, its thread variable filled in (others with 'x')."""
+def paths_of_every_route(settings, thread: str, *, public: bool = False) -> list[str]:
+    """Every GET route `om serve`'s app has (only those marked public, with `public`), its thread
+    variable filled in (others with 'x')."""
     app = build_web_app(ProjectionFeed(settings), tokens=TokenTable(grants_from_text(TOKENS)))
     paths = {re.sub(r"\{[^}]+\}", lambda m: thread if "thread" in m.group(0).lower() else "x", r.resource.canonical)
-             for r in app.router.routes() if r.method == "GET"}
+             for r in app.router.routes()
+             if r.method == "GET" and (not public or getattr(r.handler, "om_access", None) == "public")}
     return sorted(paths)
 
 
@@ -50,6 +52,9 @@ def test_every_route_refuses_a_missing_wrong_or_foreign_token(new_env, tmp_path,
     bob = [message(i, thread="bob-t").model_copy(update={"resource_id": "bob", "content": f"BOB-PRIVATE {i}"})
            for i in range(3)]
     paths = paths_of_every_route(env.settings, "alice-t")
+    # Open to all: the health check and the dashboard's pages and files, which hold no data.
+    public = paths_of_every_route(env.settings, "alice-t", public=True)
+    assert {"/healthz", "/", "/threads/alice-t"} <= set(public), public
     tally = {401: 0, 403: 0, "filtered": 0}
 
     async def scenario():
@@ -66,8 +71,9 @@ def test_every_route_refuses_a_missing_wrong_or_foreign_token(new_env, tmp_path,
             status, _, body = await fetch(f"{base}/threads", ADMIN, query=True)
             assert status == 200 and "alice-t" in body and "bob-t" in body
             for path in paths:
-                if path == "/healthz":
-                    assert (await fetch(base + path, None))[0] == 200
+                if path in public:
+                    status, _, body = await fetch(base + path, None)
+                    assert status in (200, 404) and "PRIVATE" not in body and "alice" not in body.replace("alice-t", "")
                     continue
                 for token, expected in ((None, 401), (WRONG, 401), (BOB, 403)):
                     for query in (False, True):
@@ -85,9 +91,10 @@ def test_every_route_refuses_a_missing_wrong_or_foreign_token(new_env, tmp_path,
         return (tmp_path / "serve.log").read_text(errors="replace")
 
     log = asyncio.run(scenario())
-    print(f"\n{len(paths)} GET routes {paths}: {tally[401]} × 401, {tally[403]} × 403, "
+    data = len(paths) - len(public)
+    print(f"\n{len(paths)} GET routes {paths}, {len(public)} public: {tally[401]} × 401, {tally[403]} × 403, "
           f"{tally['filtered']} filtered lists; no body held the other resource's text")
-    assert tally[401] == 4 * (len(paths) - 1) and tally[403] + tally["filtered"] == 2 * (len(paths) - 1)
+    assert tally[401] == 4 * data and tally[403] + tally["filtered"] == 2 * data
     # The access log shows the requests, with the query's token masked.
     assert "access_token=***" in log
     for token in (ALICE, BOB, ADMIN, WRONG):

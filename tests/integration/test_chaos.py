@@ -468,12 +468,14 @@ def invariants(name: str, records: list[Seen], messages: dict[str, list[Message]
         in_context.update(i for i in listed if i in ids)  # not the temporal-gap markers
     lost |= ids - set(in_context)
     twice |= {i for i, n in in_context.items() if n > 1}
+    kinds = {"accepted": accepted, "observed": observed, "in the context": in_context}
+    how = "; ".join(f"{kind} twice: {sorted(i for i, n in counts.items() if n > 1)[:5]}"
+                    for kind, counts in kinds.items() if any(n > 1 for n in counts.values()))
     if lost:
         problems.append(f"{name}: {len(lost)} messages lost (not accepted, or not in the final "
                         f"context), e.g. {sorted(lost)[:5]}")
     if twice:
-        problems.append(f"{name}: {len(twice)} messages accepted, observed or in the context twice, "
-                        f"e.g. {sorted(twice)[:5]}")
+        problems.append(f"{name}: {len(twice)} messages accepted, observed or in the context twice ({how})")
     return {"events": len(records), "distinct": len(distinct), "lost": lost, "twice": twice,
             "problems": problems}
 

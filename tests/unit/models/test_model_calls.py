@@ -16,6 +16,7 @@ from omstream.models.calls import (
     RetryPolicy,
     call_arguments,
     classify_error,
+    complete,
     is_transient,
     run_job,
     translate_settings,
@@ -255,8 +256,22 @@ def test_real_provider_without_key_fails_naming_the_key(monkeypatch):
 
 def test_unknown_scripted_model_is_a_failed_result_not_an_exception():
     result = run(job("scripted/poet"), RetryPolicy(retries=0))
-    assert not result.ok and "observer or reflector" in result.error
+    assert not result.ok and "observer, reflector or assistant" in result.error
     assert result.error_code == "bad-request"
+
+
+def test_the_scripted_assistant_answers_a_context_windows_chat_through_litellm():
+    """examples/agent_loop.py's offline model: it echoes the last user message and counts the
+    observation bullets of the window's system prompt, so the memory is seen reaching it."""
+    chat = [{"role": "system", "content": "<observations>\nDate: Mar 3, 2025\n* 🔴 (09:05) User lives in Lisbon\n"
+                                          "* 🟡 (09:06) User likes tea\n</observations>"},
+            {"role": "user", "content": "Where do I live?"}]
+    answer = asyncio.run(complete("scripted/assistant", chat, timeout=10, arguments={}))
+    assert answer.choices[0].message.content == "Noted: Where do I live? (I remember 2 observations.)"
+    # Every message observed: the window ends with the continuation reminder, not a user message.
+    chat[-1] = {"role": "user", "content": "<system-reminder>This conversation is already under way</system-reminder>"}
+    answer = asyncio.run(complete("scripted/assistant", chat, timeout=10, arguments={}))
+    assert answer.choices[0].message.content == "Noted, all in my observations. (I remember 2 observations.)"
 
 
 # --- injected answers ---------------------------------------------------------------------------

@@ -57,6 +57,13 @@ def get_paths(app: web.Application, thread: str) -> list[str]:
     return sorted(set(paths))
 
 
+def public_paths(app: web.Application, thread: str) -> set[str]:
+    """The GET routes marked `public`, filled in as `get_paths` does."""
+    return {re.sub(r"\{[^}]+\}", lambda m: thread if "thread" in m.group(0).lower() else "x", route.resource.canonical)
+            for route in app.router.routes()
+            if route.method == "GET" and getattr(route.handler, "om_access", None) == "public"}
+
+
 def run(app: web.Application, scenario) -> None:
     async def main():
         client = TestClient(TestServer(app))
@@ -83,10 +90,15 @@ def test_every_route_refuses_a_missing_wrong_or_foreign_token_as_json_and_shows_
     assert "/threads/alice-t/context" in paths and "/threads/alice-t/later" in paths, paths
     counts = {401: 0, 403: 0}
 
+    public = public_paths(app, "alice-t")
+    assert {"/healthz", "/", "/threads/alice-t"} <= public, public
+
     async def scenario(client):
         for path in paths:
-            if path == "/healthz":
-                assert (await fetch(client, path))[0] == 200
+            if path in public:
+                # Open to all (health, the dashboard's pages and files), and holding no data.
+                status, _, body = await fetch(client, path)
+                assert status in (200, 404) and "SECRET" not in body, (path, status)
                 continue
             for token, expected in ((None, 401), (WRONG, 401), (BOB, 403)):
                 for query in (False, True):

@@ -6,9 +6,6 @@ non-transient part once per (type, id), holding its latest data, and every part 
 stream in order."""
 
 import asyncio
-import shutil
-import subprocess
-from pathlib import Path
 
 import orjson
 import pytest
@@ -23,20 +20,9 @@ from omstream.settings import Settings
 from tests.helpers import message
 from tests.unit.projections.test_feed_sse import lifecycle
 
-JS = Path(__file__).resolve().parents[2] / "js"
-
-
-@pytest.fixture(scope="module")
-def ai_sdk() -> Path:
-    """tests/js with its packages, installed from the lock file when they are missing."""
-    assert shutil.which("node") and shutil.which("npm"), "these tests need Node.js and npm"
-    if not all((JS / "node_modules" / f"ai{major}").is_dir() for major in (5, 6, 7)):
-        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=JS, check=True, timeout=600)
-    return JS
-
 
 @pytest.mark.parametrize("major", [5, 6, 7])
-def test_the_ai_sdk_builds_the_message_parts_from_the_feed(major, ai_sdk):
+def test_the_ai_sdk_builds_the_message_parts_from_the_feed(major, node_packages):
     state, events, config = lifecycle()
     for title in ("First title", "Second title"):  # one part, replaced in place (`om-thread-title`)
         out = fold(state, ThreadPatched(thread_id="t1", title=title, at=message(30).created_at), config)
@@ -55,7 +41,7 @@ def test_the_ai_sdk_builds_the_message_parts_from_the_feed(major, ai_sdk):
         try:
             node = await asyncio.create_subprocess_exec(
                 "node", "read_feed.mjs", str(major), str(server.make_url("/threads/t1/events?follow=false")),
-                cwd=JS, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+                cwd=node_packages, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
             out, err = await asyncio.wait_for(node.communicate(), 60)
             assert node.returncode == 0, err.decode()[-2000:]
             return orjson.loads(out)

@@ -22,6 +22,7 @@ from omstream.schemas.events import EVENT_TYPES, EventEnvelope
 from omstream.schemas.jobs import ModelJob, ModelResult
 from omstream.schemas.jsonschema import DEFAULT_DIR, INDEX, export_schemas, render_schemas
 from omstream.schemas.messages import Message
+from omstream.schemas.parts import DataPart
 from tests.unit.schemas.test_wire_roundtrip import CONTROL_CLASSES, wire_instances
 
 T = "2025-03-03T09:00:00Z"
@@ -58,6 +59,8 @@ def pydantic_accepts(file: str, sample: dict[str, Any]) -> bool:
     try:
         if file == "model-job.json":
             decode_job(raw)
+        elif file == "data-part.json":
+            DataPart.model_validate_json(raw)
         elif file == "dead-letter.json":
             DeadLetter.model_validate_json(raw)
         elif file == "event.json" or file.startswith(("data-om-", "om-")):
@@ -87,8 +90,12 @@ def test_index_lists_every_file_and_every_wire_type() -> None:
     index = json.loads((DEFAULT_DIR / INDEX).read_text(encoding="utf-8"))
     files = {entry["file"] for entry in index["schemas"]}
     assert files | {INDEX} == set(render_schemas())
-    covered = {t for entry in index["schemas"] for t in entry["types"]}
+    covered = {t for entry in index["schemas"] if "topic" in entry for t in entry["types"]}
     assert covered == INPUT_TYPES | set(EVENT_TYPES) | {"model-job", "dead-letter"}
+    # The one schema of no topic: the feed's frame, whose types are the events' part types.
+    [part] = [entry for entry in index["schemas"] if "topic" not in entry]
+    assert part["file"] == "data-part.json" and part["route"].startswith("GET /threads/{threadId}/events")
+    assert set(part["types"]) == {t if t.startswith("data-") else f"data-{t}" for t in EVENT_TYPES}
     for entry in index["schemas"]:
         schema = json.loads((DEFAULT_DIR / entry["file"]).read_text(encoding="utf-8"))
         assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
@@ -324,6 +331,7 @@ VALID: dict[str, dict[str, Any]] = {
         "contents": "3 hours later — 03/03/2025, 12:00 PM UTC"}},
     "om-memory-deleted.json": {**ENVELOPE, "type": "om-memory-deleted",
                                "data": {"reason": "thread-deleted", "generationCount": 2}},
+    "data-part.json": {"type": "data-om-activation", "id": "b1", "data": {"cycleId": "b1"}, "transient": False},
     # As the worker writes it (`omstream.worker.folding.refuse`): the record's key, null when it had none.
     "dead-letter.json": {"type": "dead-letter", "code": "wrong-key", "reason": "record key must be the memory key",
                          "source": {"topic": "om.log", "partition": 3, "offset": 41}, "key": None,
@@ -419,6 +427,11 @@ INVALID: list[tuple[str, str, dict[str, Any]]] = [
      _with(VALID["dead-letter.json"], "rejected", "code")),
     ("dead letter without its key (null when the record had none)", "dead-letter.json",
      _without(VALID["dead-letter.json"], "key")),
+    ("data part with a fifth key", "data-part.json", _with(VALID["data-part.json"], 1, "seq")),
+    ("data part without transient", "data-part.json", _without(VALID["data-part.json"], "transient")),
+    ("data part whose type is the bare event type", "data-part.json",
+     _with(VALID["data-part.json"], "om-message-accepted", "type")),
+    ("data part whose data is not an object", "data-part.json", _with(VALID["data-part.json"], "x", "data")),
     ("dead letter of a position before the log", "dead-letter.json",
      _with(VALID["dead-letter.json"], -2, "source", "offset")),
 ]

@@ -1,0 +1,157 @@
+"""An agent loop whose memory is omstream: read the context, call the model, write both sides.
+
+Each turn the agent
+  1. sends the user's message and marks step 0 of the turn (the step is where omstream checks
+     its thresholds, so an observation or an activation can happen right there),
+  2. reads its context window `after` that step: `om serve` answers once the fold's output for
+     the step is in the projection, so the window holds the message just sent and every cycle
+     the step triggered (read your own writes),
+  3. calls its model through litellm with the window's ready-made `chat` (the observations as a
+     system message, then the messages not yet observed),
+  4. sends the reply and marks the turn's end.
+Meanwhile a second task follows the memory's live feed (`GET /threads/{id}/events`, the same
+frames a browser reads, see feed.js) and prints its lifecycle events as they happen.
+
+Needs a broker, a worker and `om serve` of the same configuration, e.g. offline:
+
+    om broker start --config examples/agent.toml
+    om worker --config examples/agent.toml &
+    om serve --config examples/agent.toml &
+    python examples/agent_loop.py --config examples/agent.toml            # the scripted model
+    python examples/agent_loop.py --config examples/agent.toml --model openai/gpt-4o-mini
+
+The agent's model is any litellm model (its key in the environment); `scripted` is the
+deterministic offline one the tests use, and `local/qwen2.5-1.5b` runs offline too (`om model
+install`).  The memory's own Observer and Reflector are the configuration's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+from omstream import Message, OmClient, load_settings
+from omstream.feed_reader import FeedEvent
+from omstream.models.calls import complete
+
+PROMPTS = [
+    "Hi! I'm planning a cycling trip from Lyon to Avignon in May, about 250 km over four days.",
+    "I ride a steel touring bike with panniers; my knees dislike long climbs above 8 percent.",
+    "My partner Sam joins for the last two days, arriving by train in Valence on the Thursday.",
+    "We'd like to camp two nights and stay in a guesthouse the other nights, budget 60 euros.",
+    "Remind me: which day does Sam join, and where should we meet?",
+]
+
+
+def describe(event: FeedEvent) -> str:
+    """One line for a lifecycle event (`event.data` is the event's typed model)."""
+    data = event.data
+    if event.type == "data-om-status":
+        active = data.windows.active
+        return (f"status: messages {active.messages.tokens}/{active.messages.threshold} tokens, "
+                f"observations {active.observations.tokens}/{active.observations.threshold}")
+    if event.type == "om-message-accepted":
+        return f"accepted {data.message.role} message {data.message.id}"
+    if event.type.endswith("-start"):
+        return f"{event.type} (cycle {event.id})"
+    if event.type == "data-om-observation-end":
+        return f"observed {data.tokens_observed} tokens into {data.observation_tokens} (cycle {event.id})"
+    if event.type == "data-om-activation":
+        return f"activated {data.chunks_activated} chunk(s), {data.tokens_activated} tokens (cycle {event.id})"
+    return f"{event.type} {event.id}"
+
+
+class Feed:
+    """Follows the thread's feed, prints each event, and tells when a message was accepted."""
+
+    def __init__(self, om: OmClient, thread: str, url: str | None) -> None:
+        self.om, self.thread, self.url = om, thread, url
+        self.accepted: set[str] = set()
+        self.news = asyncio.Condition()
+
+    async def follow(self) -> None:
+        # From the thread's first event; after a dropped connection it resumes by itself.
+        async for event in self.om.events(self.thread, base_url=self.url):
+            print(f"  [feed {event.seq}] {describe(event)}", flush=True)
+            if event.type == "om-message-accepted":
+                async with self.news:
+                    self.accepted.add(event.id)
+                    self.news.notify_all()
+
+    async def wait_for(self, message_id: str) -> None:
+        async with self.news:
+            await self.news.wait_for(lambda: message_id in self.accepted)
+
+
+async def agent_loop(args: argparse.Namespace, prompts: list[str]) -> None:
+    settings = load_settings(args.config)
+    model = "scripted/assistant" if args.model == "scripted" else args.model
+    run = uuid.uuid4().hex[:8]  # message ids are unique per thread: a run of its own
+    async with OmClient(settings) as om:
+        feed = Feed(om, args.thread, args.url)
+        follower = asyncio.create_task(feed.follow())
+
+        def message(turn: int, role: str, text: str) -> Message:
+            return Message(id=f"{run}-{turn}-{role}", thread_id=args.thread, resource_id=args.resource,
+                           role=role, content=text, created_at=datetime.now(UTC))
+
+        shown: set[str] = set()  # observation lines printed already
+        for turn, prompt in enumerate(prompts, start=1):
+            user = message(turn, "user", prompt)
+            await om.send_message(user)
+            step = await om.step_started(args.thread, step_number=0, resource_id=args.resource,
+                                         model=model, after_message_id=user.id)
+            window = await om.context(args.thread, after=step, wait=args.wait, base_url=args.url)
+            if window is None or window["stale"]:
+                raise SystemExit(f"om serve did not show turn {turn}'s step within {args.wait} s")
+            observations = window["observations"] or ""
+            print(f"[turn {turn}] context: {len(window['observedMessageIds'])} messages observed, "
+                  f"{len(window['messages'])} raw, {len(observations)} characters of observations",
+                  flush=True)
+            new = [line for line in observations.splitlines() if line not in shown]
+            if new:  # the Observer (or the Reflector) ran since the last turn
+                print("\n".join(f"    | {line}" for line in new), flush=True)
+                shown.update(new)
+            answer = await complete(model, window["chat"], timeout=args.wait, arguments={})
+            text = answer.choices[0].message.content or ""
+            print(f"[turn {turn}] user: {prompt}\n[turn {turn}] {model}: {text}", flush=True)
+            reply = message(turn, "assistant", text)
+            await om.send_message(reply)
+            await om.turn_ended(args.thread, resource_id=args.resource, after_message_id=reply.id)
+
+        # The feed is caught up once it has shown the last reply; then stop following.
+        caught_up = asyncio.create_task(feed.wait_for(reply.id))
+        done, _ = await asyncio.wait([caught_up, follower], timeout=args.wait,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        follower.cancel()
+        caught_up.cancel()
+        if follower in done:
+            follower.result()  # the feed failed (FeedError): say why
+        if caught_up not in done:
+            raise SystemExit(f"the feed did not show the last reply within {args.wait} s")
+        print(f"done: {len(prompts)} turns, {len(feed.accepted)} messages seen on the feed", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", help="omstream configuration file (default: $OM_CONFIG)")
+    parser.add_argument("--model", default="scripted",
+                        help="the agent's litellm model, or 'scripted' for the offline scripted one")
+    parser.add_argument("--thread", default="agent-example", help="the thread (memory) to use")
+    parser.add_argument("--resource", default="user-1", help="the user the thread belongs to")
+    parser.add_argument("--prompts", type=Path, help="user messages, one a line (default: a short trip)")
+    parser.add_argument("--url", help="om serve's address (default: the configuration's web_host:web_port)")
+    parser.add_argument("--wait", type=float, default=120.0, help="seconds to wait for the memory or the model")
+    args = parser.parse_args()
+    prompts = ([line for line in args.prompts.read_text(encoding="utf-8").splitlines() if line.strip()]
+               if args.prompts else PROMPTS)
+    if not prompts:
+        parser.error(f"{args.prompts} holds no message")
+    asyncio.run(agent_loop(args, prompts))
+
+
+if __name__ == "__main__":
+    main()

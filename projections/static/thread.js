@@ -1,0 +1,362 @@
+// One memory, live: the thread's feed (SSE) drives everything on the page.
+//
+// The feed's events update what they carry themselves (token windows, cycles, failures,
+// generations, the title, the timeline); the context window (observations, unobserved messages,
+// hints, extracted values) is the read side's own answer, fetched again after each event that
+// can change it, so the page never re-implements the fold.  With the timeline's cursor on a past
+// event, the same panels show `context?asOf=SEQ` and only what happened up to that seq.
+"use strict";
+
+(() => {
+  const { el, fill, exact, compression, seconds, when } = om;
+  const threadId = decodeURIComponent(location.pathname.split("/")[2] || "");
+  const base = `/threads/${encodeURIComponent(threadId)}`;
+  const $ = (id) => document.getElementById(id);
+
+  const S = {
+    lastSeq: 0,        // newest seq received: the resume point
+    windows: null,     // the last status's token windows
+    windowsAt: [],     // [seq, windows] of every status, for the windows as of a past seq
+    cycles: new Map(), // cycleId -> { kind, op, state, startSeq, endSeq, receivedAt, input, output, ... }
+    activations: [],   // { seq, op, input, output, chunks, messages, trigger, at }
+    failures: [],      // { seq, what, error, tokens, at }
+    generations: [],   // { seq, generation, input, output, at } per reflection
+    title: null,
+    context: null,     // the live context answer
+    deleted: false,
+  };
+  let asOf = null; // the `context?asOf=` answer while the cursor is pinned
+
+  const line = timeline.create({ onSelect: pinTo });
+  $("crumb-thread").textContent = threadId;
+  $("home").href = $("crumb-threads").href = om.withToken("/");
+  $("go-live").addEventListener("click", () => line.select(line.last()));
+
+  // --- the feed -------------------------------------------------------------------------
+  function connect() {
+    // A new EventSource starts from `after`; the browser's own reconnects send Last-Event-ID
+    // on the same URL, so the feed resumes where it stopped either way, without duplicates.
+    const source = new EventSource(om.withToken(`${base}/events`, { after: S.lastSeq || undefined }));
+    setConn("connecting");
+    source.onopen = () => setConn("live");
+    source.onmessage = (message) => {
+      if (message.data === "[DONE]") return;
+      ingest(Number(message.lastEventId), JSON.parse(message.data));
+    };
+    source.onerror = async () => {
+      if (source.readyState !== EventSource.CLOSED) return setConn("retrying"); // the browser retries
+      // Closed for good: the answer was not a stream (401/403/404). Ask a JSON route why.
+      try {
+        await om.getJson(`${base}/context`, { wait: 0 });
+        setConn("retrying");
+      } catch (error) {
+        if (error.status === 401 || error.status === 403) return setConn("denied", error.message);
+        setConn("retrying");
+      }
+      setTimeout(connect, 2000);
+    };
+  }
+
+  function setConn(state, detail) {
+    const node = $("conn");
+    node.className = `conn ${state}`;
+    node.textContent = { live: "live", connecting: "connecting…", retrying: "reconnecting…", denied: "access denied" }[state] || state;
+    node.title = detail || "";
+  }
+
+  function ingest(seq, part) {
+    // The server sends each seq once per connection; this guards a resume that overlaps.
+    if (!(seq > S.lastSeq)) return;
+    S.lastSeq = seq;
+    const d = part.data;
+    const now = performance.now();
+    switch (part.type) {
+      case "data-om-status":
+        S.windows = d.windows;
+        S.windowsAt.push([seq, d.windows]);
+        break;
+      case "data-om-observation-start":
+      case "data-om-buffering-start":
+        S.cycles.set(part.id, {
+          id: part.id, kind: part.type.includes("buffering") ? "buffering" : "sync", op: d.operationType,
+          state: "running", startSeq: seq, receivedAt: now, at: d.startedAt,
+          input: d.tokensToObserve ?? d.tokensToBuffer,
+        });
+        break;
+      case "data-om-observation-end":
+      case "data-om-buffering-end": {
+        const cycle = cycleOf(part, seq, now);
+        Object.assign(cycle, {
+          state: "done", endSeq: seq, at: d.completedAt, durationMs: d.durationMs,
+          input: d.tokensObserved ?? d.tokensBuffered, output: d.observationTokens, buffered: d.bufferedTokens,
+        });
+        if (part.type === "data-om-observation-end" && d.operationType === "reflection") {
+          S.generations.push({ seq, generation: d.generation, input: d.tokensObserved, output: d.observationTokens, at: d.completedAt });
+        }
+        break;
+      }
+      case "data-om-observation-failed":
+      case "data-om-buffering-failed": {
+        const cycle = cycleOf(part, seq, now);
+        Object.assign(cycle, { state: "failed", endSeq: seq, at: d.failedAt, durationMs: d.durationMs });
+        S.failures.push({ seq, what: `${label(cycle)} failed`, error: d.error, tokens: d.tokensAttempted, at: d.failedAt });
+        break;
+      }
+      case "data-om-activation":
+        S.activations.push({
+          seq, op: d.operationType, input: d.tokensActivated, output: d.observationTokens, chunks: d.chunksActivated,
+          messages: d.messagesActivated, trigger: d.triggeredBy, at: d.activatedAt,
+        });
+        if (d.operationType === "reflection") {
+          S.generations.push({ seq, generation: d.generationCount, input: d.tokensActivated, output: d.observationTokens, at: d.activatedAt });
+        }
+        break;
+      case "data-om-thread-update":
+        S.title = d.newTitle;
+        break;
+      case "data-om-result-ignored":
+        S.failures.push({ seq, what: `${d.kind} result ignored`, error: d.reason, ignored: true });
+        break;
+      case "data-om-memory-deleted":
+        S.deleted = true;
+        break;
+    }
+    line.add(seq, part.type, d);
+    scheduleRender();
+    // Status is every step's bulk and changes no context; the rest may (messages, cycles).
+    if (part.type !== "data-om-status") scheduleContext();
+  }
+
+  // A cycle whose start this page never saw (its history began later) still gets an entry.
+  function cycleOf(part, seq, now) {
+    if (!S.cycles.has(part.id)) {
+      S.cycles.set(part.id, { id: part.id, kind: part.type.includes("buffering") ? "buffering" : "sync",
+        op: part.data.operationType, startSeq: seq, receivedAt: now });
+    }
+    return S.cycles.get(part.id);
+  }
+
+  function label(cycle) {
+    if (cycle.kind === "buffering") return cycle.op === "reflection" ? "Buffered reflection" : "Buffered observation";
+    return cycle.op === "reflection" ? "Reflection" : "Observation";
+  }
+
+  // --- the context window (read side) -----------------------------------------------------
+  // One request at a time; events arriving meanwhile ask for one more after it.
+  let fetching = false;
+  let again = false;
+  async function scheduleContext() {
+    if (fetching) { again = true; return; }
+    fetching = true;
+    try {
+      do {
+        again = false;
+        try {
+          S.context = await om.getJson(`${base}/context`, { wait: 0 });
+        } catch (error) {
+          if (error.status !== 404) console.warn("context", error);
+        }
+        scheduleRender();
+      } while (again);
+    } finally {
+      fetching = false;
+    }
+  }
+
+  async function pinTo(seq) {
+    if (seq === null) {
+      asOf = null;
+      scheduleRender();
+      return;
+    }
+    try {
+      const answer = await om.getJson(`${base}/context`, { asOf: seq });
+      if (line.pinned() === seq) asOf = answer; // a later choice may have replaced this one
+    } catch (error) {
+      console.warn("asOf", error);
+    }
+    scheduleRender();
+  }
+
+  // --- rendering --------------------------------------------------------------------------
+  let frame = null;
+  function scheduleRender() {
+    if (frame === null) frame = requestAnimationFrame(() => { frame = null; render(); });
+  }
+
+  function render() {
+    const pinned = line.pinned();
+    const at = pinned === null ? Infinity : pinned;
+    const context = pinned === null ? S.context : asOf;
+    const [statusSeq, known] = statusAt(at);
+    const windows = pinned === null ? S.windows : (asOf ? asOf.windows : known);
+    const title = (context && context.title) || S.title;
+    $("thread-title").textContent = title || "Untitled thread";
+    document.title = `omstream · ${title || threadId}`;
+    $("thread-meta").textContent = [
+      `thread ${threadId}`, context && context.memoryKey, context && `generation ${context.generation}`,
+      context && `${context.cycles} cycle${context.cycles === 1 ? "" : "s"}`, `${S.lastSeq} events`,
+      S.deleted ? "memory deleted" : null,
+    ].filter(Boolean).join(" · ");
+
+    const banner = $("asof-banner");
+    banner.hidden = pinned === null;
+    if (pinned !== null) {
+      const event = asOf && asOf.event;
+      $("asof-text").textContent = event
+        ? `Viewing the memory as it was after event #${event.seq} (${event.type.replace(/^data-/, "")}, ${when(event.eventTime)}).`
+        : `Viewing the memory as it was at #${pinned}.`;
+    }
+    renderWindows(windows, statusSeq);
+    renderActivity(at);
+    renderContext(context);
+    renderCycles(at);
+    renderFailures(at);
+    renderGenerations(at);
+  }
+
+  // The last status at or before `seq`: [its seq, its windows].
+  function statusAt(seq) {
+    let found = [null, null];
+    for (const entry of S.windowsAt) if (entry[0] <= seq) found = entry;
+    return found;
+  }
+
+  function bar(card, window, projected) {
+    const tokens = window ? window.tokens : 0;
+    const threshold = window ? window.threshold : 0;
+    const number = card.querySelector(".tokens");
+    number.textContent = exact(tokens);
+    number.dataset.tokens = String(tokens);
+    card.querySelector(".threshold").textContent = exact(threshold);
+    const share = threshold ? Math.min(tokens / threshold, 1) : 0;
+    const fillNode = card.querySelector(".fill");
+    fillNode.style.width = `${share * 100}%`;
+    fillNode.classList.toggle("over", threshold > 0 && tokens >= threshold);
+    const projectedNode = card.querySelector(".projected");
+    if (projectedNode) projectedNode.style.width = threshold ? `${Math.min((projected || 0) / threshold, 1) * 100}%` : "0%";
+  }
+
+  function renderWindows(windows, statusSeq) {
+    const active = windows ? windows.active : null;
+    const buffered = windows ? windows.buffered : null;
+    const obs = buffered ? buffered.observations : {};
+    const refl = buffered ? buffered.reflection : {};
+    bar($("win-messages"), active && active.messages, obs.projectedMessageRemoval);
+    bar($("win-observations"), active && active.observations, 0);
+    $("win-messages-sub").textContent = obs.projectedMessageRemoval
+      ? `the next activation removes ${exact(obs.projectedMessageRemoval)} tokens (hatched)`
+      : "unobserved messages against the observation threshold";
+    const pill = (status) => el("span", { class: `pill ${status || "idle"}`, text: status || "idle" });
+    fill($("buffered-kv"),
+      el("dt", { text: "observation chunks" }), el("dd", {}, pill(obs.status), " ", el("span", { id: "buffered-chunks", text: exact(obs.chunks) })),
+      el("dt", { text: "messages covered" }), el("dd", { text: `${exact(obs.messageTokens)} tokens` }),
+      el("dt", { text: "projected removal" }), el("dd", { text: `${exact(obs.projectedMessageRemoval)} tokens` }),
+      el("dt", { text: "buffered observations" }), el("dd", { text: `${exact(obs.observationTokens)} tokens` }),
+      el("dt", { text: "reflection" }), el("dd", {}, pill(refl.status), " ",
+        refl.status && refl.status !== "idle" ? compression(refl.inputObservationTokens || 0, refl.observationTokens || 0) : ""));
+    // Status is written once per step: cycles that ended since show in the list, not here yet.
+    $("buffered-sub").textContent = statusSeq === null ? "no step reported yet" : `as of the last step's status, #${statusSeq}`;
+  }
+
+  // Cycles in flight at `at`. Elapsed time counts from when this page saw the start: event
+  // times are the inputs' own clock (often a recorded conversation's), not the browser's.
+  function renderActivity(at) {
+    const badges = [];
+    for (const cycle of S.cycles.values()) {
+      const open = cycle.startSeq <= at && !(cycle.endSeq <= at);
+      if (!open) continue;
+      const verb = cycle.kind === "buffering"
+        ? (cycle.op === "reflection" ? "buffering a reflection" : "buffering observations")
+        : (cycle.op === "reflection" ? "reflecting" : "observing");
+      const cls = cycle.kind === "buffering" ? "buffering" : cycle.op === "reflection" ? "reflecting" : "";
+      const elapsed = at === Infinity ? ` ${seconds(performance.now() - cycle.receivedAt)}` : "";
+      badges.push(el("span", { class: `badge running ${cls}`, "data-kind": cycle.kind, text: `${verb}${elapsed}` }));
+    }
+    if (!badges.length) badges.push(el("span", { class: "badge idle", text: "idle" }));
+    fill($("activity"), badges);
+  }
+  // The elapsed times tick while something runs.
+  setInterval(() => { if (line.pinned() === null && [...S.cycles.values()].some((c) => c.state === "running")) renderActivity(Infinity); }, 200);
+
+  function callout(id, text) {
+    const node = $(id);
+    node.hidden = !text;
+    node.querySelector("span").textContent = text || "";
+  }
+
+  function renderContext(context) {
+    callout("current-task", context && context.currentTask);
+    callout("suggested-response", context && context.suggestedResponse);
+    observations.render($("observations"), context ? context.observations : "");
+    const messages = context ? context.messages : [];
+    $("raw-count").textContent = `(${messages.length})`;
+    fill($("messages"), messages.length ? messages.map(messageItem) : el("li", { class: "empty", text: "None: every message is observed." }));
+    const extracted = Object.entries((context && context.extractedValues) || {}).filter(([slug]) => slug !== "working-memory");
+    fill($("extracted"), extracted.length
+      ? extracted.flatMap(([slug, value]) => [el("dt", { text: slug }), el("dd", {}, valueNode(value))])
+      : el("p", { class: "empty", text: "No extracted values." }));
+    const memory = context && context.workingMemory;
+    fill($("working-memory"), memory === null || memory === undefined ? el("p", { class: "empty", text: "No working memory." }) : valueNode(memory));
+  }
+
+  function valueNode(value) {
+    return el("pre", { class: "block", text: typeof value === "string" ? value : JSON.stringify(value, null, 2) });
+  }
+
+  function messageItem(m) {
+    const content = typeof m.content === "string" ? m.content : (m.content || []).map((p) =>
+      p.text !== undefined ? p.text : `[${p.type}${p.toolName ? ` ${p.toolName}` : ""}]`).join("\n");
+    return el("li", { "data-id": m.id },
+      el("div", { class: "head" }, el("span", { class: `role ${m.role}`, text: m.role }), el("span", { text: when(m.createdAt) }),
+        el("span", { class: "tok", text: m.tokens ? `${exact(m.tokens.count)} tokens` : "" })),
+      el("div", { class: "body", text: content }));
+  }
+
+  function renderCycles(at) {
+    const rows = [];
+    for (const c of S.cycles.values()) {
+      if (c.startSeq > at) continue;
+      const done = c.endSeq <= at ? c.state : "running";
+      if (done === "failed") continue; // listed under failures
+      const ratio = done === "done" && c.kind === "sync" ? compression(c.input || 0, c.output || 0)
+        : done === "done" ? `${exact(c.input)} tokens buffered` : `${exact(c.input)} tokens`;
+      rows.push({ seq: c.endSeq <= at ? c.endSeq : c.startSeq, kind: c.kind === "buffering" ? "buffering" : c.op, state: done,
+        what: label(c), when: c.at, ratio, detail: done === "done" && c.durationMs !== undefined ? `took ${seconds(c.durationMs)}` : "in progress" });
+    }
+    for (const a of S.activations) {
+      if (a.seq > at) continue;
+      rows.push({ seq: a.seq, kind: "activation", state: "done", what: a.op === "reflection" ? "Reflection activated" : "Activation",
+        when: a.at, ratio: compression(a.input || 0, a.output || 0),
+        detail: a.op === "reflection" ? `triggered by ${a.trigger || "threshold"}`
+          : `${a.chunks} chunk${a.chunks === 1 ? "" : "s"}, ${a.messages} message${a.messages === 1 ? "" : "s"} left the window · ${a.trigger || "threshold"}` });
+    }
+    rows.sort((a, b) => b.seq - a.seq);
+    fill($("cycles"), rows.length ? rows.slice(0, 40).map((r) => el("li", { "data-kind": r.kind, class: r.state, "data-seq": r.seq },
+      el("span", { class: "what", text: r.what }), el("span", { class: "when", text: when(r.when) }),
+      el("span", { class: "ratio" }, el("b", { text: r.ratio })), el("span", { class: "when", text: `#${r.seq}` }),
+      el("span", { class: "detail", text: r.detail }))) : el("li", { class: "empty", text: "No cycle yet." }));
+  }
+
+  function renderFailures(at) {
+    const rows = S.failures.filter((f) => f.seq <= at).reverse();
+    fill($("failures"), rows.length ? rows.map((f) => el("li", { class: f.ignored ? "" : "failure", "data-seq": f.seq },
+      el("span", { class: "what", text: f.what }), el("span", { class: "when", text: f.at ? when(f.at) : `#${f.seq}` }),
+      el("span", { class: "detail", text: f.tokens !== undefined ? `${f.error} (${exact(f.tokens)} tokens attempted)` : f.error })))
+      : el("li", { class: "empty", text: "No failure." }));
+  }
+
+  function renderGenerations(at) {
+    const rows = S.generations.filter((g) => g.seq <= at).reverse();
+    fill($("generations"), rows.length ? rows.map((g) => el("li", { "data-seq": g.seq },
+      el("span", { class: "what", text: `Generation ${g.generation - 1} → ${g.generation}` }), el("span", { class: "when", text: when(g.at) }),
+      el("span", { class: "ratio" }, el("b", { text: compression(g.input || 0, g.output || 0) })),
+      // The previous generation is the memory just before the reflection replaced it.
+      el("button", { type: "button", text: `view generation ${g.generation - 1}`, onclick: () => line.select(g.seq - 1) })))
+      : el("li", { class: "empty", text: "No reflection yet: this is generation 0." }));
+  }
+
+  render();
+  scheduleContext();
+  connect();
+})();

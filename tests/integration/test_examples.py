@@ -1,0 +1,68 @@
+"""examples/agent_loop.py end to end, as a user runs it: its own process, against the session's
+broker, a worker and `om serve`, with the scripted models (issue 27, acceptance 6).
+
+The evidence is the example's own output: each turn's context holds every message written so
+far (it read its own writes), an observation reaches the context and the model's prompt, and the
+feed it followed showed the lifecycle of every message, in order.
+"""
+
+import asyncio
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.options import om_options
+from tests.integration.support import Server
+
+pytestmark = pytest.mark.integration
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent_loop.py"
+CONTEXT = re.compile(r"^\[turn (\d+)\] context: (\d+) messages observed, (\d+) raw, (\d+) characters of observations$")
+FEED = re.compile(r"^  \[feed (\d+)\] (.*)$")
+
+
+def test_the_agent_loop_example_runs_against_the_local_services(new_env, tmp_path):
+    # The example's own configuration's memory options (examples/agent.toml), on this run's namespace.
+    env = new_env(options=om_options(observation={"messageTokens": 150, "bufferTokens": False}))
+    env.start_worker()
+    server = Server(env.settings, tmp_path / "serve.log")
+    try:
+        asyncio.run(server.ready())
+        run = subprocess.run([sys.executable, str(EXAMPLE), "--config", str(env.config), "--url", server.url,
+                              "--thread", "loop", "--wait", "60"],
+                             capture_output=True, text=True, timeout=240)
+    finally:
+        server.stop()
+    out = run.stdout
+    print(out)
+    assert run.returncode == 0, (run.stderr[-3000:], env.logs())
+
+    lines = out.splitlines()
+    contexts = [tuple(map(int, m.groups())) for m in map(CONTEXT.match, lines) if m]
+    turns = len(contexts)
+    assert turns == 5 and [c[0] for c in contexts] == [1, 2, 3, 4, 5], contexts
+    # Turn k reads k user messages and k-1 replies: everything it wrote, observed or raw.
+    assert [observed + raw for _, observed, raw, _ in contexts] == [2 * k - 1 for k in range(1, turns + 1)]
+    observed_at = [observed for _, observed, _, _ in contexts]
+    assert observed_at[0] == 0 and observed_at[-1] > 0 and observed_at == sorted(observed_at), observed_at
+    # The observation is about the conversation (the scripted Observer keeps each message's words).
+    shown = "\n".join(line for line in lines if line.startswith("    | "))
+    assert "Avignon" in shown and "panniers" in shown, shown
+    # ... and it reached the model: the scripted assistant counts the bullets of its system prompt.
+    remembered = [int(n) for n in re.findall(r"^\[turn \d+\] scripted/assistant: .*\(I remember (\d+) observations\.\)$",
+                                             out, re.MULTILINE)]
+    assert len(remembered) == turns and remembered[0] == 0 and remembered[-1] > 0, remembered
+
+    feed = [(int(m[1]), m[2]) for m in map(FEED.match, lines) if m]
+    seqs = [seq for seq, _ in feed]
+    assert seqs == list(range(1, len(seqs) + 1)), seqs  # every event of the memory, once, in order
+    accepted = [text for _, text in feed if text.startswith("accepted ")]
+    assert len(accepted) == 2 * turns and f"done: {turns} turns, {2 * turns} messages seen on the feed" in out
+    assert any(text.startswith("data-om-observation-start") for _, text in feed)
+    assert any(text.startswith("observed ") for _, text in feed)
+    assert sum(text.startswith("status:") for _, text in feed) >= turns
+    print(f"turns {turns}, observed per turn {observed_at}, feed events {len(feed)}, "
+          f"observations remembered by the model {remembered}")
