@@ -183,20 +183,24 @@ def test_either_history_replays_from_a_seq_once_and_deletion_forgets_it(history)
     assert history.memories() == []
 
 
-def test_the_feed_route_replays_a_stored_history_as_an_in_memory_one(tmp_path):
+def test_the_feed_and_as_of_routes_read_a_stored_history_as_an_in_memory_one(tmp_path):
     _, events, _ = lifecycle()
     batch: Batch = {0: [(i, encode(e), None) for i, e in enumerate(events)]}
+    middle = events[len(events) // 2].seq
 
-    async def replay(store: ReadModelStore | None) -> list:
+    async def replay(store: ReadModelStore | None) -> tuple[list, dict]:
         feed = fed([batch], store)
         client = TestClient(TestServer(build_web_app(feed)))
         await client.start_server()
         try:
             response = await client.get("/threads/t1/events", params={"follow": "false", "after": "3"})
-            return [(i, data) async for i, data in sse_frames(response.content)]
+            frames = [(i, data) async for i, data in sse_frames(response.content)]
+            as_of = await (await client.get("/threads/t1/context", params={"asOf": str(middle)})).json()
+            return frames, as_of
         finally:
             await client.close()
 
-    stored = asyncio.run(replay(ReadModelStore(tmp_path / "rm.sqlite")))
-    assert stored == asyncio.run(replay(None))
+    stored, stored_as_of = asyncio.run(replay(ReadModelStore(tmp_path / "rm.sqlite")))
+    assert (stored, stored_as_of) == asyncio.run(replay(None))
     assert [i for i, _ in stored] == [str(e.seq) for e in events[3:]] + [None]
+    assert stored_as_of["asOf"] == middle and stored_as_of["lastSeq"] == events[-1].seq
