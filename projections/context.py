@@ -314,7 +314,8 @@ class ContextProjection:
         # after a crash cannot bring back a view that a later deletion dropped.
         self.last_seq: dict[str, int] = {}
         # Threads whose view changed, and threads dropped, since the last `take_changes`: what a
-        # store writes after a batch (projections/view_store.py), instead of every view.
+        # store writes after a batch (projections/store.py), instead of every view; at most one
+        # entry per thread ever seen when nothing takes them (an in-memory feed).
         self._touched: set[str] = set()
         self._dropped: set[str] = set()
         _zone(time_zone)  # an unknown zone fails here, not on the first request
