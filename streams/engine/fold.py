@@ -55,6 +55,7 @@ from .check import check
 from .deadline import expire_overdue, is_overdue
 from .observing import manual_observe
 from .reflecting import manual_reflect
+from .resource import is_resource
 from .results import on_result
 from .state import Cycle, MemoryState, PendingMessage
 from .status import emit_status
@@ -103,6 +104,11 @@ def _apply(step: Step, event: Input, log_time: datetime | None = None) -> None:
     if isinstance(event, ModelResult):
         on_result(step, event)
         _release_held(step)
+    elif isinstance(event, ThreadDeleted) and is_resource(step.config):
+        step.rejected.append(Rejected(
+            f"deleting thread {event.thread_id!r} of {step.state.memory_key} is not supported yet "
+            "in resource scope (its messages and section would have to leave the shared memory); "
+            "delete the resource, or keep the thread"))
     elif isinstance(event, (ThreadDeleted, ResourceDeleted)):
         # Never held: a deletion also cancels the cycle in flight (its result is then ignored).
         if not _already_applied(step, event):
@@ -153,7 +159,15 @@ def holds(state: MemoryState, event: Input, config: EngineConfig, *,
     return config.settled or not is_overdue(state.blocked_since, log_time, config)
 
 
+def _focus(step: Step, event: Input) -> None:
+    """Resource scope: the check this input sets off measures its thread's window."""
+    thread = getattr(event, "thread_id", None)
+    if is_resource(step.config) and thread is not None and thread != step.state.focus:
+        step.update(focus=thread)
+
+
 def _handle(step: Step, event: Input) -> None:
+    _focus(step, event)
     if isinstance(event, Message):
         _on_message(step, event)
     elif _already_applied(step, event):
@@ -245,6 +259,7 @@ def _actor_model(message: Message) -> str | None:
 def _on_message(step: Step, message: Message, *, released: bool = False) -> None:
     if not released and _is_duplicate(step, message):
         return
+    _focus(step, message)
     now = step.now(message.created_at)
     marker = None
     if message.role == "user" and step.config.resolved.temporal_markers:
@@ -256,6 +271,7 @@ def _on_message(step: Step, message: Message, *, released: bool = False) -> None
         tokens=_message_tokens(message, counter, step.config.om.observer_model),
         lines=view.lines, attachments=view.attachments,
         calls=_tool_ids(message, ToolCallPart), answers=_tool_ids(message, ToolResultPart),
+        thread_id=message.thread_id if is_resource(step.config) else None,
     )
     # The marker follows the message it was made for, in the observer's history (spec §14).
     step.update(pending=(*step.state.pending, pending, *((marker,) if marker else ())))

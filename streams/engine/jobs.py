@@ -70,7 +70,7 @@ def failure(step: Step, cycle: Cycle, operation: OperationType, error: str, done
     return data(
         cycle_id=cycle.cycle_id, operation_type=operation, failed_at=done, duration_ms=duration,
         tokens_attempted=cycle.tokens, error=error[:2000], record_id=step.record_id,
-        thread_id=step.state.thread_id,
+        thread_id=step.thread_id,
     )
 
 

@@ -33,6 +33,8 @@ from .extracting import extract, extraction_fields, extractors, with_inline
 from .jobs import failed, model_job, outcome_time
 from .parsing import parse_observer_output
 from .prompts import reflector_system_prompt, reflector_user_prompt
+from .resource import is_resource
+from .thread_answers import parse_reflection_sections
 from .reflection_plan import (
     LadderStep,
     ReflectionAttempt,
@@ -87,7 +89,8 @@ def _reflector_request(step: Step, observations: str, level: int, *, guidance: s
     specs = extractors(step, "reflector")
     return (
         ChatMessage(role="system", content=with_inline(reflector_system_prompt(
-            continuation_hints=hints, instruction=r.instruction), specs)),
+            continuation_hints=hints, instruction=r.instruction,
+            multi_thread=is_resource(step.config)), specs)),
         ChatMessage(role="user", content=reflector_user_prompt(
             observations=observations, level=level, guidance=guidance, continuation_hints=hints,
             prior_values=extraction.prior_values(specs, step.state.metadata))
@@ -138,7 +141,9 @@ def _ladder(step: Step, cycle: Cycle, result: ModelResult) -> tuple[Cycle, Ladde
     """Record this attempt on the cycle and ask the ladder what follows."""
     specs = extractors(step, "reflector")
     answer = extraction.without_sections(result.output or "", specs)
-    parsed = parse_observer_output(answer) if result.ok else None
+    # A resource memory's reflection keeps its thread sections (spec §8.1).
+    parse = parse_reflection_sections if is_resource(step.config) else parse_observer_output
+    parsed = parse(answer) if result.ok else None
     usable = parsed if parsed is not None and not parsed.degenerate and parsed.observations else None
     text = usable.observations if usable else ""
     tokens = step.config.counter.count(text) if usable else cycle.tokens
