@@ -364,7 +364,7 @@ def _patch_thread(step: Step, event: ThreadPatched) -> None:
     if event.title is not None and event.title != old:
         step.update(title=event.title)
         step.emit(ThreadUpdate, ThreadUpdateData(
-            cycle_id=step.next_cycle_id(), thread_id=step.state.thread_id, old_title=old,
+            cycle_id=step.next_cycle_id(), thread_id=step.thread_id, old_title=old,
             new_title=event.title, timestamp=now), now)
 
 

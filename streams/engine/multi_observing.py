@@ -100,6 +100,9 @@ def start_resource_observation(step: Step, now: datetime, step_number: int | Non
                            config.resolved.observation.max_tokens_per_batch,
                            everything=trigger == "manual")
     threads = tuple(t for batch in batches for t in batch)
+    if not threads:  # nothing unobserved: a cycle without a job would never end
+        emit_status(step, now, step_number)
+        return
     groups = pending_by_thread(state)
     covered = tuple(m.id for t in threads for m in groups[t])
     tokens = sum(thread_tokens(groups[t]) for t in threads)
@@ -147,7 +150,9 @@ def resource_batch_result(step: Step, cycle: Cycle, batch: int, result: ModelRes
         answer = answers[n]
         assert answer is not None
         committed |= _commit_batch(step, cycle, threads, answer, done, duration)
-    if not committed:
+    if committed:
+        step.update(cycles_completed=step.state.cycles_completed + 1, pending_message_tokens=0)
+    else:
         emit_status(step, done, cycle.step_number)
     return committed
 
@@ -172,7 +177,6 @@ def _commit_batch(step: Step, cycle: Cycle, threads: tuple[str, ...], result: Mo
     for thread in threads:
         shown = shown_thread_id(thread, obscure)
         _commit_thread(step, cycle, thread, parsed.get(shown) or ObserverOutput(""), done, duration)
-    step.update(cycles_completed=step.state.cycles_completed + 1, pending_message_tokens=0)
     step.observations_changed = True
     return True
 

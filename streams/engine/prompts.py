@@ -184,8 +184,8 @@ _CLOCK = re.compile(r"^[^:\n]*?\((\d{1,2}):(\d{2}) ([AP])M\):", re.MULTILINE)
 def _first_new(transcript: str) -> str:
     """Where the new messages begin, quoted: a small model otherwise writes the previous
     observations out again instead of observing the new messages."""
-    first = next((line for line in transcript.split("\n")
-                  if line.strip() and not _DATE_HEADER.match(line)), "")
+    first = next((line for line in transcript.split("\n")  # a thread tag is no message
+                  if line.strip() and not _DATE_HEADER.match(line) and not line.startswith("<thread id=")), "")
     if not first:
         return ""
     words = first.split()

@@ -33,8 +33,6 @@ from .extracting import extract, extraction_fields, extractors, with_inline
 from .jobs import failed, model_job, outcome_time
 from .parsing import parse_observer_output
 from .prompts import reflector_system_prompt, reflector_user_prompt
-from .resource import is_resource
-from .thread_answers import parse_reflection_sections
 from .reflection_plan import (
     LadderStep,
     ReflectionAttempt,
@@ -48,9 +46,11 @@ from .reflection_plan import (
     suppression_after_commit,
     suppression_after_failure,
 )
+from .resource import is_resource
 from .state import BufferedReflection, Cycle, CycleKind, Generation, Phase
 from .status import emit_status
 from .step import Step
+from .thread_answers import parse_reflection_sections
 from .thresholds import reflection_buffer_activation
 
 __all__ = ["manual_reflect", "maybe_reflect", "reflection_buffer_result", "reflection_gave_up",

@@ -84,7 +84,7 @@ def plan_batches(state: MemoryState, threshold: int, max_per_batch: int, *,
     picked: set[str] = set()
     total = 0
     for thread in sorted(groups, key=lambda t: -sizes[t]):  # stable: the oldest first among equals
-        if total >= threshold and not everything:
+        if picked and total >= threshold and not everything:
             break
         picked.add(thread)
         total += sizes[thread]

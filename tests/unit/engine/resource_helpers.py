@@ -54,10 +54,10 @@ class Memory:
         key = memory_key(self.config.om, None, self.resource)
         self.state = new_state(key, "first-thread", self.resource)
 
-    def feed(self, item) -> None:
+    def feed(self, item, log_time=None) -> None:
         if isinstance(item, Message):
             self.sent.append(item)
-        out = fold(self.state, item, self.config)
+        out = fold(self.state, item, self.config, log_time=log_time)
         assert out.rejected == (), out.rejected
         self.state = out.state
         self.events += out.events

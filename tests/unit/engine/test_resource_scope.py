@@ -195,6 +195,30 @@ def test_a_failed_batch_leaves_its_threads_unobserved_and_the_others_commit():
     assert {m.thread_id for m in memory.state.pending} == {A}
 
 
+def test_an_overdue_observation_fails_its_unanswered_batches_and_commits_the_others():
+    from datetime import timedelta
+
+    from tests.helpers import scripted_result
+
+    memory = Memory(resource_engine(100_000, obscureThreadIds=False, cycleDeadline="1m",
+                                    observation={"maxTokensPerBatch": 200}))
+    for n in range(4):
+        memory.feed(say(n, (A, B)[n % 2], words=60), log_time=T0)
+    memory.feed(ObserveRequested(thread_id=A, at=T0), log_time=T0)
+    first, second = memory.waiting
+    memory.waiting.clear()
+    memory.feed(scripted_result(second), log_time=T0 + timedelta(seconds=10))
+    assert memory.of_type("data-om-observation-end") == []  # waits for the other batch
+    memory.feed(say(4, A), log_time=T0 + timedelta(minutes=2))  # the deadline has passed
+    failed = memory.of_type("data-om-observation-failed")
+    assert [(e.thread_id, e.data.error.split(":")[0]) for e in failed] == [(A, "deadline")]
+    assert [e.thread_id for e in memory.of_type("data-om-observation-end")] == [B]
+    assert memory.state.in_flight is None
+    assert [m.id for m in memory.state.pending] == [say(0, A).id, say(2, A).id, say(4, A).id]
+    memory.feed(scripted_result(first))  # too late: recorded and ignored
+    assert memory.of_type("om-result-ignored")
+
+
 def test_reflection_keeps_the_thread_sections():
     memory = Memory(resource_engine(300, reflection={"observationTokens": 600}))
     for n in range(60):
