@@ -35,15 +35,14 @@ def unsupported_problems(om: OmConfig) -> list[Problem]:
 
 def _not_yet_in_resource_scope(om: OmConfig) -> list[Problem]:
     """What works in thread scope but not yet across the threads of a resource: per-thread
-    extractor values and titles, working memory, and gap markers need per-thread state the
-    resource memory does not keep yet."""
+    extractor values, titles and working memory need per-thread state the resource memory does
+    not keep yet."""
     obs, refl = om.observation, om.reflection
     asked = {
         "observation.threadTitle": obs.thread_title,
         "observation.extract": bool(obs.extract),
         "observation.manageWorkingMemory": obs.manage_working_memory,
         "reflection.extract": bool(refl.extract),
-        "temporalMarkers": om.temporal_markers,
     }
     return [Problem(path, _NOT_YET_RESOURCE) for path, is_set in asked.items() if is_set]
 

@@ -305,10 +305,14 @@ def _temporal_marker(step: Step, message: Message) -> PendingMessage | None:
         ms = round(at.timestamp() * 1000)
         return TimedMessage(message_id, ms, ms)
 
-    timeline = [timed(m.id, m.created_at) for m in step.state.pending]
-    if not timeline and step.state.cursor is not None:
+    # In resource scope the gap is the thread's own: its messages, its last observed one.
+    thread = message.thread_id if is_resource(step.config) else None
+    timeline = [timed(m.id, m.created_at) for m in step.state.pending if m.thread_id == thread]
+    meta = step.state.threads.get(thread) if thread is not None else None
+    last_observed = step.state.cursor if thread is None else meta.last_observed_at if meta else None
+    if not timeline and last_observed is not None:
         # Everything before is observed: the previous message is the newest observed one.
-        timeline = [timed("last-observed", step.state.cursor)]
+        timeline = [timed("last-observed", last_observed)]
     timeline.append(timed(message.id, message.created_at))
     gap = plan_temporal_gap(timeline, message.id, ZoneInfo(step.config.om.time_zone))
     if gap is None:
@@ -322,7 +326,7 @@ def _temporal_marker(step: Step, message: Message) -> PendingMessage | None:
     reminder = f"<system-reminder>{gap.contents}</system-reminder>"
     return PendingMessage(
         id=gap.marker_id, role="user", created_at=message.created_at - timedelta(milliseconds=1),
-        text=gap.contents, title=SIGNAL, tokens=step.config.counter.count(reminder),
+        text=gap.contents, title=SIGNAL, tokens=step.config.counter.count(reminder), thread_id=thread,
     )
 
 

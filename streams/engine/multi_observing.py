@@ -23,11 +23,11 @@ from omstream.schemas.events import (
     ObservationStart,
     ObservationStartData,
 )
-from omstream.schemas.jobs import ChatMessage, JobTrigger, ModelResult
+from omstream.schemas.jobs import ChatMessage, JobTrigger, ModelJob, ModelResult
 
 from .jobs import failure, model_job
 from .observer_attachments import observer_user_content
-from .parsing import ObserverOutput
+from .parsing import ObserverOutput, is_degenerate
 from .prompts import observer_system_prompt, observer_user_prompt
 from .resource import pending_by_thread, plan_batches, thread_of, thread_tokens
 from .sections import merge_section, shown_thread_id
@@ -42,14 +42,15 @@ __all__ = ["batch_job_id", "batch_of", "resource_batch_result", "resource_observ
            "start_resource_observation"]
 
 
-def batch_job_id(cycle_id: str, batch: int) -> str:
-    return f"{cycle_id}/{batch}"
+def batch_job_id(cycle_id: str, batch: int, *, again: bool = False) -> str:
+    return f"{cycle_id}/{batch}/again" if again else f"{cycle_id}/{batch}"
 
 
 def batch_of(cycle: Cycle, job_id: str) -> int | None:
-    """Which batch of `cycle` the job `job_id` is, if it is one."""
+    """Which batch of `cycle` the job `job_id` is, if the cycle waits for it (a batch asked
+    again waits for its second job only)."""
     for n in range(len(cycle.batches)):
-        if batch_job_id(cycle.cycle_id, n) == job_id:
+        if batch_job_id(cycle.cycle_id, n, again=n in cycle.regenerated) == job_id:
             return n
     return None
 
@@ -116,10 +117,8 @@ def start_resource_observation(step: Step, now: datetime, step_number: int | Non
             thread_id=thread, thread_ids=threads, config=config.marker_config(state),
         ), now, thread_id=thread)
     jobs = []
-    for n, batch in enumerate(batches):
-        job = model_job(step, cycle.model_copy(update={"cycle_id": batch_job_id(cycle.cycle_id, n)}),
-                        resource_observer_request(step, batch), reflector=False, trigger=trigger,
-                        input_tokens=sum(thread_tokens(groups[t]) for t in batch), kind="observe")
+    for n in range(len(batches)):
+        job = _batch_job(step, cycle, n)
         if isinstance(job, str):
             for thread in threads:
                 _failed(step, cycle, thread, job, now, 0)
@@ -130,11 +129,37 @@ def start_resource_observation(step: Step, now: datetime, step_number: int | Non
     step.update(in_flight=cycle)
 
 
+def _batch_job(step: Step, cycle: Cycle, batch: int) -> ModelJob | str:
+    """Batch `batch`'s job (asked again: another sample of the same request, spec §7.7)."""
+    again = batch in cycle.regenerated
+    groups = pending_by_thread(step.state)
+    threads = cycle.batches[batch]
+    return model_job(step, cycle.model_copy(update={
+        "cycle_id": batch_job_id(cycle.cycle_id, batch, again=again), "level": int(again)}),
+        resource_observer_request(step, threads), reflector=False, trigger=cycle.trigger,
+        input_tokens=sum(thread_tokens(groups[t]) for t in threads), kind="observe")
+
+
+def _regenerate(step: Step, cycle: Cycle, batch: int, result: ModelResult) -> bool:
+    """A looping answer is asked for once more (spec §7.7); True if it was."""
+    if not result.ok or batch in cycle.regenerated or not is_degenerate(result.output or ""):
+        return False
+    again = cycle.model_copy(update={"regenerated": (*cycle.regenerated, batch)})
+    job = _batch_job(step, again, batch)
+    if isinstance(job, str):
+        return False
+    step.jobs.append(job)
+    step.update(in_flight=again)
+    return True
+
+
 def resource_batch_result(step: Step, cycle: Cycle, batch: int, result: ModelResult) -> bool:
     """Record one batch's answer; once all are in, commit them (True: the check goes on)."""
     answers = list(cycle.batch_answers)
     if answers[batch] is not None:
         return False  # a redelivered answer: the first one counts
+    if _regenerate(step, cycle, batch, result):
+        return False
     answers[batch] = result
     cycle = cycle.model_copy(update={"batch_answers": tuple(answers)})
     if any(a is None for a in answers):

@@ -131,6 +131,7 @@ class Cycle(_Frozen):
     # job id `<cycle_id>/<n>`) and each batch's answer once in (spec §6.10).
     batches: tuple[tuple[str, ...], ...] = ()
     batch_answers: tuple[ModelResult | None, ...] = ()
+    regenerated: tuple[int, ...] = ()  # batches whose looping answer was asked for once more
 
 
 class BufferedChunk(_Frozen):

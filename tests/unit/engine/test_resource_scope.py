@@ -241,3 +241,47 @@ def test_deleting_one_thread_of_a_resource_is_refused_not_a_wipe():
     out = fold(memory.state, ThreadDeleted(thread_id=A, at=T0), memory.config)
     assert out.rejected and "not supported yet" in out.rejected[0].reason
     assert out.state.pending == memory.state.pending
+
+
+def test_temporal_markers_measure_each_threads_own_gap():
+    from datetime import timedelta
+
+    memory = Memory(resource_engine(100_000, obscureThreadIds=False, temporalMarkers=True))
+
+    def at(n, thread, minutes):
+        message = say(n, thread)
+        return message.model_copy(update={"role": "user", "created_at": T0 + timedelta(minutes=minutes)})
+
+    memory.feed(at(0, A, 0))
+    memory.feed(at(1, B, 5))
+    memory.feed(at(2, B, 15))  # B's own gap: 10 minutes
+    memory.feed(at(3, A, 20))  # A's gap: 20 minutes, though B wrote 5 minutes before
+    gaps = memory.of_type("om-temporal-gap")
+    assert [(g.thread_id, g.data.precedes_message_id, g.data.gap_ms) for g in gaps] == [
+        (B, say(2, B).id, 600_000), (A, say(3, A).id, 1_200_000)]
+    markers = [m for m in memory.state.pending if m.title == "Signal"]
+    assert [m.thread_id for m in markers] == [B, A]
+
+
+def test_a_looping_batch_answer_is_asked_for_once_more_then_fails_its_threads():
+    from tests.helpers import scripted_result
+
+    memory = Memory(resource_engine(100_000, obscureThreadIds=False, observation={"maxTokensPerBatch": 200}))
+    for n in range(4):
+        memory.feed(say(n, (A, B)[n % 2], words=60))
+    memory.feed(ObserveRequested(thread_id=A, at=T0))
+    first, second = memory.waiting
+    memory.waiting.clear()
+    block = "\n".join(f"* 🔴 (09:0{i}) the user keeps asking about topic number {i}" for i in range(5))
+    looping = f'<observations>\n<thread id="{A}">\n' + "\n".join([block] * 20)
+    memory.feed(scripted_result(first, output=looping))
+    [again] = memory.jobs[2:]
+    assert again.cycle_id == first.cycle_id + "/again" and again.sample == 1
+    assert again.request_hash != first.request_hash
+    memory.feed(scripted_result(first))  # the first job's answer delivered twice: ignored
+    assert memory.of_type("data-om-observation-end") == []
+    memory.feed(scripted_result(again, output=looping))
+    memory.feed(scripted_result(second))
+    failed = memory.of_type("data-om-observation-failed")
+    assert [(e.thread_id, e.data.error) for e in failed] == [(A, "Observer produced degenerate output")]
+    assert [e.thread_id for e in memory.of_type("data-om-observation-end")] == [B]

@@ -633,7 +633,8 @@ UNSUPPORTED = {
     "observation.threadTitle": {"scope": "resource", "observation": {"threadTitle": True}},
     "observation.extract": {"scope": "resource", "observation": {"extract": [
         {"name": "mood", "instructions": "the user's mood"}]}},
-    "temporalMarkers": {"scope": "resource", "temporalMarkers": True},
+    "reflection.extract": {"scope": "resource", "reflection": {"extract": [
+        {"name": "mood", "instructions": "the user's mood"}]}},
     "observation.model[0].maxRetries": {"observation": {"model": [{"model": "a/b", "maxRetries": 1}]}},
     "reflection.model[1].headers": {"reflection": {"model": [{"model": "a/b"},
                                                               {"model": "c/d", "headers": {"x": "y"}}]}},
@@ -668,6 +669,7 @@ def test_config_check_names_an_unimplemented_option(tmp_path, capsys):
     {"scope": "resource"},
     {"scope": "resource", "obscureThreadIds": True, "observation": {"maxTokensPerBatch": 5000}},
     {"scope": "resource", "obscureThreadIds": False, "observation": {"bufferTokens": False}},
+    {"scope": "resource", "temporalMarkers": True},
     {"obscureThreadIds": True, "observation": {"maxTokensPerBatch": 5000}},
 ])
 def test_resource_scope_and_its_options_are_accepted(options):
