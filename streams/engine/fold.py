@@ -57,7 +57,7 @@ from .observing import manual_observe
 from .reflecting import manual_reflect
 from .resource import is_resource
 from .results import on_result
-from .state import Cycle, MemoryState, PendingMessage
+from .state import Cycle, MemoryState, PendingMessage, ThreadMemory
 from .status import emit_status
 from .step import EngineConfig, Folded, Rejected, Step
 from .temporal import TimedMessage, plan_temporal_gap
@@ -361,6 +361,9 @@ def _override(step: Step, event: ConfigOverridden) -> None:
 
 
 def _patch_thread(step: Step, event: ThreadPatched) -> None:
+    if is_resource(step.config):
+        _patch_resource_thread(step, event)
+        return
     now = step.now(event.at)
     old = step.state.title
     if event.title_pinned is not None:
@@ -370,6 +373,21 @@ def _patch_thread(step: Step, event: ThreadPatched) -> None:
         step.emit(ThreadUpdate, ThreadUpdateData(
             cycle_id=step.next_cycle_id(), thread_id=step.thread_id, old_title=old,
             new_title=event.title, timestamp=now), now)
+
+
+def _patch_resource_thread(step: Step, event: ThreadPatched) -> None:
+    """A thread of a resource memory keeps its own title (spec §3.3: thread metadata)."""
+    now = step.now(event.at)
+    meta = step.state.threads.get(event.thread_id) or ThreadMemory()
+    old = meta.title
+    if event.title_pinned is not None:
+        meta = meta.model_copy(update={"title_pinned": event.title_pinned})
+    if event.title is not None and event.title != old:
+        meta = meta.model_copy(update={"title": event.title})
+        step.emit(ThreadUpdate, ThreadUpdateData(
+            cycle_id=step.next_cycle_id(), thread_id=event.thread_id, old_title=old,
+            new_title=event.title, timestamp=now), now)
+    step.update(threads={**step.state.threads, event.thread_id: meta})
 
 
 def _delete(step: Step, event: ThreadDeleted | ResourceDeleted) -> None:

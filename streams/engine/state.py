@@ -162,6 +162,8 @@ class ThreadMemory(_Frozen):
     last_observed_at: datetime | None = None
     current_task: str | None = None
     suggested_response: str | None = None
+    title: str | None = None
+    title_pinned: bool = False
 
 
 class Generation(_Frozen):

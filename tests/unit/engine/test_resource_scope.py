@@ -285,3 +285,18 @@ def test_a_looping_batch_answer_is_asked_for_once_more_then_fails_its_threads():
     failed = memory.of_type("data-om-observation-failed")
     assert [(e.thread_id, e.data.error) for e in failed] == [(A, "Observer produced degenerate output")]
     assert [e.thread_id for e in memory.of_type("data-om-observation-end")] == [B]
+
+
+def test_each_thread_of_a_resource_keeps_its_own_title():
+    from omstream.schemas.control import ThreadPatched
+
+    memory = Memory(resource_engine(100_000))
+    memory.feed(ThreadPatched(thread_id=A, at=T0, title="Trip to Avignon"))
+    memory.feed(ThreadPatched(thread_id=B, at=T0, title="Tent repair", title_pinned=True))
+    memory.feed(ThreadPatched(thread_id=A, at=T0, title="Trip to Arles"))
+    updates = [(e.data.thread_id, e.data.old_title, e.data.new_title) for e in memory.of_type("data-om-thread-update")]
+    assert updates == [(A, None, "Trip to Avignon"), (B, None, "Tent repair"), (A, "Trip to Avignon", "Trip to Arles")]
+    threads = memory.state.threads
+    assert (threads[A].title, threads[A].title_pinned) == ("Trip to Arles", False)
+    assert (threads[B].title, threads[B].title_pinned) == ("Tent repair", True)
+    assert memory.state.title is None
