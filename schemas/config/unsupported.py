@@ -34,12 +34,10 @@ def unsupported_problems(om: OmConfig) -> list[Problem]:
 
 
 def _not_yet_in_resource_scope(om: OmConfig) -> list[Problem]:
-    """What works in thread scope but not yet across the threads of a resource: per-thread
-    extractor values, titles and working memory need per-thread state the resource memory does
-    not keep yet."""
+    """What works in thread scope but not yet across the threads of a resource: extractor
+    values and working memory need per-thread state the resource memory does not keep yet."""
     obs, refl = om.observation, om.reflection
     asked = {
-        "observation.threadTitle": obs.thread_title,
         "observation.extract": bool(obs.extract),
         "observation.manageWorkingMemory": obs.manage_working_memory,
         "reflection.extract": bool(refl.extract),

@@ -22,9 +22,12 @@ from omstream.schemas.events import (
     ObservationFailed,
     ObservationStart,
     ObservationStartData,
+    ThreadUpdate,
+    ThreadUpdateData,
 )
 from omstream.schemas.jobs import ChatMessage, JobTrigger, ModelJob, ModelResult
 
+from .extraction import THREAD_TITLE, title_change
 from .jobs import failure, model_job
 from .observer_attachments import observer_user_content
 from .parsing import ObserverOutput, is_degenerate
@@ -34,7 +37,7 @@ from .sections import merge_section, shown_thread_id
 from .state import Cycle, PendingMessage, ThreadMemory
 from .status import emit_status
 from .step import Step
-from .thread_answers import parse_thread_answer
+from .thread_answers import ThreadAnswer, parse_thread_answer
 from .transcript import AttachmentNumbers, observer_transcript
 from .truncation import truncate_observations
 
@@ -55,12 +58,13 @@ def batch_of(cycle: Cycle, job_id: str) -> int | None:
     return None
 
 
-def _prior_hints(step: Step, threads: tuple[str, ...], obscure: bool) -> str:
+def _prior_hints(step: Step, threads: tuple[str, ...], obscure: bool, *, hints: bool, title: bool) -> str:
     lines = []
     for thread in threads:
-        meta = step.state.threads.get(thread)
-        for name, value in (("current-task", meta and meta.current_task),
-                            ("suggested-response", meta and meta.suggested_response)):
+        meta = step.state.threads.get(thread) or ThreadMemory()
+        for name, value in (("current-task", meta.current_task if hints else None),
+                            ("suggested-response", meta.suggested_response if hints else None),
+                            ("thread-title", meta.title if title else None)):
             if value:
                 lines.append(f"- prior {name} of thread {shown_thread_id(thread, obscure)}: {value}")
     return "\n".join(lines)
@@ -81,14 +85,16 @@ def resource_observer_request(step: Step, threads: tuple[str, ...]) -> tuple[Cha
         for t in threads)
     shown, truncated = truncate_observations(state.observations, o.previous_observer_tokens,
                                              config.counter.count, state.observation_tokens)
+    prior = _prior_hints(step, threads, obscure, hints=bool(hints), title=o.thread_title)
     user = observer_user_prompt(transcript=transcript, previous_observations=shown, truncated=truncated,
-                                prior_values=_prior_hints(step, threads, obscure) if hints else "")
+                                prior_values=prior)
     messages = [m for t in threads for m in groups[t]]
     content = observer_user_content(user, messages, o.observe_attachments, o.model.name,
                                     capability=config.takes_attachments)
     return (
         ChatMessage(role="system", content=observer_system_prompt(
-            continuation_hints=bool(hints), instruction=o.instruction, multi_thread=True)),
+            continuation_hints=bool(hints), instruction=o.instruction, multi_thread=True,
+            thread_title=o.thread_title)),
         ChatMessage.model_validate({"role": "user", "content": content}),
     )
 
@@ -182,7 +188,7 @@ def resource_batch_result(step: Step, cycle: Cycle, batch: int, result: ModelRes
     return committed
 
 
-def _read(step: Step, threads: tuple[str, ...], result: ModelResult) -> dict[str, ObserverOutput] | str:
+def _read(step: Step, threads: tuple[str, ...], result: ModelResult) -> dict[str, ThreadAnswer] | str:
     if not result.ok:
         return result.error or "model call failed"
     obscure = step.config.resolved.obscure_thread_ids
@@ -201,7 +207,7 @@ def _commit_batch(step: Step, cycle: Cycle, threads: tuple[str, ...], result: Mo
     obscure = step.config.resolved.obscure_thread_ids
     for thread in threads:
         shown = shown_thread_id(thread, obscure)
-        _commit_thread(step, cycle, thread, parsed.get(shown) or ObserverOutput(""), done, duration)
+        _commit_thread(step, cycle, thread, parsed.get(shown) or ThreadAnswer(ObserverOutput("")), done, duration)
     step.observations_changed = True
     return True
 
@@ -216,12 +222,13 @@ def _failed(step: Step, cycle: Cycle, thread: str, error: str, done: datetime, d
     step.emit(ObservationFailed, data.model_copy(update={"thread_id": thread}), done, thread_id=thread)
 
 
-def _commit_thread(step: Step, cycle: Cycle, thread: str, parsed: ObserverOutput, done: datetime,
+def _commit_thread(step: Step, cycle: Cycle, thread: str, answer: ThreadAnswer, done: datetime,
                    duration: int) -> None:
     """Merge one thread's observations into the log and retire the messages they cover.  A
     thread the answer left out is observed with no new text (spec §7.5): its messages leave
     the window all the same, as the original's do."""
     state, config = step.state, step.config
+    parsed = answer.output
     covered = set(cycle.message_ids)
     mine: tuple[PendingMessage, ...] = tuple(
         m for m in state.pending if m.id in covered and thread_of(m, state) == thread)
@@ -242,6 +249,7 @@ def _commit_thread(step: Step, cycle: Cycle, thread: str, parsed: ObserverOutput
                 observation_tokens=config.counter.count(observations) if text else state.observation_tokens,
                 cursor=cursor, pending=tuple(m for m in state.pending if m.id not in ids),
                 threads={**state.threads, thread: meta})
+    values = {THREAD_TITLE: answer.title} if answer.title and config.resolved.observation.thread_title else None
     step.emit(ObservationEnd, ObservationEndData(
         cycle_id=cycle.cycle_id, operation_type="observation", completed_at=done,
         duration_ms=duration, tokens_observed=thread_tokens(mine),
@@ -249,4 +257,17 @@ def _commit_thread(step: Step, cycle: Cycle, thread: str, parsed: ObserverOutput
         current_task=parsed.current_task, suggested_response=parsed.suggested_response,
         record_id=step.record_id, thread_id=thread,
         observed_message_ids=tuple(m.id for m in mine), cursor=iso(cursor), generation=state.generation,
+        extracted_values=values,
     ), done, thread_id=thread)
+    _retitle(step, cycle, thread, values, done)  # after the end event, as in thread scope
+
+
+def _retitle(step: Step, cycle: Cycle, thread: str, values: dict[str, str] | None, done: datetime) -> None:
+    """`data-om-thread-update` when the thread's proposed title may replace its title (§9.2)."""
+    meta = step.state.threads.get(thread) or ThreadMemory()
+    title = title_change(values or {}, meta.title, meta.title_pinned)
+    if title is None:
+        return
+    step.update(threads={**step.state.threads, thread: meta.model_copy(update={"title": title})})
+    step.emit(ThreadUpdate, ThreadUpdateData(cycle_id=cycle.cycle_id, thread_id=thread, old_title=meta.title,
+                                             new_title=title, timestamp=done), done, thread_id=thread)

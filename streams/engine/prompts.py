@@ -114,6 +114,10 @@ and </thread>. Inside your <observations> block write one <thread id="..."> sect
 conversation, with the same id, holding that conversation's Date line and observations, and end \
 it with </thread>. Never mix facts of two conversations in one section."""
 
+_MULTI_THREAD_TITLE = """Inside each thread section, before its </thread>, add <thread-title> \
+with a short title for that conversation, 3 to 8 words, in the user's language; keep its prior \
+title unless the topic has changed substantially."""
+
 _MULTI_THREAD_HINTS = """Inside each thread section, before its </thread>, add that \
 conversation's <current-task> (Primary: the user's current request; "waiting for user" if the \
 user must decide) and <suggested-response> (what the assistant should do next)."""
@@ -132,10 +136,10 @@ def _system_prompt(parts: list[str], hints: str | None, instruction: str | None)
 
 
 def observer_system_prompt(*, continuation_hints: bool = True, instruction: str | None = None,
-                           multi_thread: bool = False) -> str:
+                           multi_thread: bool = False, thread_title: bool = False) -> str:
     if multi_thread:
-        return _system_prompt([_ROLE, _INSTRUCTIONS, _format(False), _MULTI_THREAD],
-                              _MULTI_THREAD_HINTS if continuation_hints else None, instruction)
+        parts = [_ROLE, _INSTRUCTIONS, _format(False), _MULTI_THREAD, *([_MULTI_THREAD_TITLE] if thread_title else [])]
+        return _system_prompt(parts, _MULTI_THREAD_HINTS if continuation_hints else None, instruction)
     return _system_prompt([_ROLE, _INSTRUCTIONS, _format(continuation_hints), _SINGLE_THREAD],
                           _HINTS if continuation_hints else None, instruction)
 

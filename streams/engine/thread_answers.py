@@ -10,15 +10,26 @@ it makes applies per thread.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from .parsing import ObserverOutput, is_degenerate, parse_observer_output
 from .sections import wrap_section
 
-__all__ = ["parse_reflection_sections", "parse_thread_answer"]
+__all__ = ["ThreadAnswer", "parse_reflection_sections", "parse_thread_answer"]
 
 _BLOCK = re.compile(r"<observations>(.*?)</observations>", re.DOTALL)
 _OPEN = re.compile(r'<thread id="([^"]*)">')
 _CLOSE = "</thread>"
+_TITLE = re.compile(r"<thread-title>(.*?)</thread-title>", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class ThreadAnswer:
+    """What the observer wrote for one thread: its observations and hints, and the title it
+    proposed (`observation.threadTitle`), if any."""
+
+    output: ObserverOutput
+    title: str | None = None
 
 
 def _split(text: str) -> tuple[str, list[tuple[str, str]]]:
@@ -42,7 +53,7 @@ def _parse(body: str, previous: str = "") -> ObserverOutput:
 
 
 def parse_thread_answer(raw: str, shown_ids: tuple[str, ...], previous: str = "",
-                        ) -> dict[str, ObserverOutput] | str:
+                        ) -> dict[str, ThreadAnswer] | str:
     """Each asked thread's observations (by shown id; a thread the answer leaves out gets
     none), or why the answer cannot be used."""
     if is_degenerate(raw):
@@ -50,11 +61,12 @@ def parse_thread_answer(raw: str, shown_ids: tuple[str, ...], previous: str = ""
     block = _BLOCK.search(raw)
     _, sections = _split(block.group(1) if block else raw)
     asked = set(shown_ids)
-    parsed: dict[str, ObserverOutput] = {}
+    parsed: dict[str, ThreadAnswer] = {}
     for shown, body in sections:
         if shown in asked and shown not in parsed:  # the first section of a thread counts
-            parsed[shown] = _parse(body, previous)
-    if not any(p.observations for p in parsed.values()):
+            title = _TITLE.search(body)
+            parsed[shown] = ThreadAnswer(_parse(body, previous), title.group(1).strip() if title else None)
+    if not any(p.output.observations for p in parsed.values()):
         return "Observer returned no observations"
     return parsed
 

@@ -218,19 +218,26 @@ def _thread_blocks(history: str) -> list[tuple[str, str]]:
     return blocks
 
 
-def _observe_threads(system: str, blocks: list[tuple[str, str]], user_words: int,
+def _observe_threads(system: str, user: str, blocks: list[tuple[str, str]], user_words: int,
                      assistant_words: int) -> str:
     """The answer to a multi-thread request: one `<thread id>` section per thread, each with
-    its own hints when the prompt asks for them."""
+    its own hints and title when the prompt asks for them (a title: the thread's prior one, else
+    the first words the user said in it)."""
     sections = []
     for thread, history in blocks:
         bullets, last_user, _ = _bullets(history, user_words, assistant_words)
         hints = ""
+        if "<thread-title>" in system:
+            prior = re.search(rf"^- prior thread-title of thread {re.escape(thread)}: (.+)$", user, re.MULTILINE)
+            first = next((b.split("User said: ", 1)[1] for b in bullets if "User said: " in b), "")
+            title = prior.group(1) if prior else _words(first, 4).removesuffix(" ...")
+            if title:
+                hints += f"\n<thread-title>\n{title}\n</thread-title>"
         if "<current-task>" in system:
             topic = _words(last_user, 8)
-            hints = (f'\n<current-task>\nPrimary: answer the user\'s latest message: "{topic}"\n'
-                     f'</current-task>\n<suggested-response>\nContinue the discussion about '
-                     f'"{topic}"\n</suggested-response>')
+            hints += (f'\n<current-task>\nPrimary: answer the user\'s latest message: "{topic}"\n'
+                      f'</current-task>\n<suggested-response>\nContinue the discussion about '
+                      f'"{topic}"\n</suggested-response>')
         sections.append(f'<thread id="{thread}">\n' + "\n".join(bullets) + hints + "\n</thread>")
     return "<observations>\n" + "\n".join(sections) + "\n</observations>"
 
@@ -242,7 +249,7 @@ def observe(system: str, user: str | list[Any], *, user_words: int = 40, assista
     history = _section(content_text(user), "## New Message History to Observe")
     blocks = _thread_blocks(history)
     if blocks:
-        return _observe_threads(system, blocks, user_words, assistant_words)
+        return _observe_threads(system, content_text(user), blocks, user_words, assistant_words)
     bullets, last_user, time = _bullets(history, user_words, assistant_words)
     if sees_attachments:
         bullets += [f"* 🟡 ({time}) Attachment received: {seen}" for seen in received_attachments(user)]

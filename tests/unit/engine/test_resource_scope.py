@@ -300,3 +300,26 @@ def test_each_thread_of_a_resource_keeps_its_own_title():
     assert (threads[A].title, threads[A].title_pinned) == ("Trip to Arles", False)
     assert (threads[B].title, threads[B].title_pinned) == ("Tent repair", True)
     assert memory.state.title is None
+
+
+def test_thread_titles_are_proposed_per_thread_and_kept_unless_pinned():
+    from omstream.schemas.control import ThreadPatched
+
+    memory = Memory(resource_engine(300, observation={"threadTitle": True}))
+    memory.feed(ThreadPatched(thread_id=B, at=T0, title="Pinned title", title_pinned=True))
+    for n in range(30):
+        memory.feed(say(n, A if n % 3 else B))
+        memory.answer_all()
+    cycles = {e.data.cycle_id for e in memory.of_type("data-om-observation-start")}
+    assert len(cycles) >= 3
+    system = memory.jobs[0].messages[0].content
+    assert "<thread-title>" in system
+    updates = [(e.data.thread_id, e.data.old_title, e.data.new_title) for e in memory.of_type("data-om-thread-update")]
+    first_words = " ".join(say(2, A).text().split()[:4])  # what A's user first said
+    # A is titled once, by its first observation; B keeps its pinned title.
+    assert updates == [(B, None, "Pinned title"), (A, None, first_words)]
+    assert memory.state.threads[A].title == first_words and memory.state.threads[B].title == "Pinned title"
+    later = memory.jobs[-1].messages[1].content
+    assert f"- prior thread-title of thread {shown_thread_id(A, True)}: {first_words}" in later
+    ends = [e for e in memory.of_type("data-om-observation-end") if e.thread_id == A]
+    assert ends[0].data.extracted_values == {"thread-title": first_words}

@@ -630,7 +630,7 @@ def test_config_check_help(capsys):
 # --- accepted means implemented ---------------------------------------------------------------------
 UNSUPPORTED = {
     "retrieval": {"retrieval": True},
-    "observation.threadTitle": {"scope": "resource", "observation": {"threadTitle": True}},
+    "observation.manageWorkingMemory": {"scope": "resource", "observation": {"manageWorkingMemory": True}},
     "observation.extract": {"scope": "resource", "observation": {"extract": [
         {"name": "mood", "instructions": "the user's mood"}]}},
     "reflection.extract": {"scope": "resource", "reflection": {"extract": [
@@ -669,7 +669,7 @@ def test_config_check_names_an_unimplemented_option(tmp_path, capsys):
     {"scope": "resource"},
     {"scope": "resource", "obscureThreadIds": True, "observation": {"maxTokensPerBatch": 5000}},
     {"scope": "resource", "obscureThreadIds": False, "observation": {"bufferTokens": False}},
-    {"scope": "resource", "temporalMarkers": True},
+    {"scope": "resource", "temporalMarkers": True, "observation": {"threadTitle": True}},
     {"obscureThreadIds": True, "observation": {"maxTokensPerBatch": 5000}},
 ])
 def test_resource_scope_and_its_options_are_accepted(options):
