@@ -323,3 +323,14 @@ def test_thread_titles_are_proposed_per_thread_and_kept_unless_pinned():
     assert f"- prior thread-title of thread {shown_thread_id(A, True)}: {first_words}" in later
     ends = [e for e in memory.of_type("data-om-observation-end") if e.thread_id == A]
     assert ends[0].data.extracted_values == {"thread-title": first_words}
+
+
+def test_a_message_id_used_by_another_thread_of_the_resource_is_refused():
+    from omstream.engine.fold import fold
+
+    memory = Memory(resource_engine(100_000))
+    memory.feed(say(0, A))
+    reused = say(0, A).model_copy(update={"thread_id": B})
+    out = fold(memory.state, reused, memory.config)
+    assert out.rejected and "already used for a different message" in out.rejected[0].reason
+    assert out.state.pending == memory.state.pending
