@@ -24,11 +24,17 @@ __all__ = ["rule_problems"]
 _ABSOLUTE_BLOCK_AFTER = 100
 
 
-def _explicit_buffering(om: OmConfig) -> bool:
+def _explicit_buffering(om: OmConfig) -> list[str]:
+    """The async-buffering options set, by path: the original refuses them in resource scope.
+    `bufferTokens: false` turns buffering off, and the activation ratios then ask for nothing."""
     obs, refl = om.observation, om.reflection
     if "buffer_tokens" in obs.model_fields_set:
-        return obs.buffer_tokens is not False
-    return "buffer_activation" in obs.model_fields_set or "buffer_activation" in refl.model_fields_set
+        paths = ["observation.bufferTokens"] if obs.buffer_tokens is not False else []
+    else:
+        paths = [path for path, options in (("observation.bufferActivation", obs),
+                                            ("reflection.bufferActivation", refl))
+                 if "buffer_activation" in options.model_fields_set]
+    return paths + (["observation.bufferOnIdle"] if obs.buffer_on_idle else [])
 
 
 def rule_problems(om: OmConfig) -> list[Problem]:
@@ -39,12 +45,12 @@ def rule_problems(om: OmConfig) -> list[Problem]:
         problems.append(Problem("model", (
             "cannot be combined with observation.model or reflection.model; set the top-level "
             "model for both agents, or remove it and set the per-agent models")))
-    if om.scope == "resource" and _explicit_buffering(om):
-        problems.append(Problem("scope", (
-            "Async buffering is not yet supported with scope: 'resource' (observation.bufferTokens, "
-            "observation.bufferActivation or reflection.bufferActivation is set). Use scope: 'thread', "
-            "or set observation: { bufferTokens: false } and remove the bufferActivation options to "
-            "disable async buffering.")))
+    buffering = _explicit_buffering(om) if om.scope == "resource" else []
+    if buffering:
+        problems += [Problem(path, (
+            "asks for async buffering, which is not supported with scope: 'resource' (spec §2: "
+            "buffering is always off there). Remove it, or use scope: 'thread'; "
+            "observation: { bufferTokens: false } states the resource default.")) for path in buffering]
         return problems
     if om.share_token_budget and om.async_buffering:
         problems.append(Problem("shareTokenBudget", (

@@ -13,6 +13,8 @@ from .problems import Problem
 __all__ = ["unsupported_problems"]
 
 _NOT_YET = "is not supported yet; remove it (see the README's \"Not supported yet\" list)"
+_NOT_YET_RESOURCE = ("is not supported yet with scope 'resource'; remove it, or use scope 'thread' "
+                     "(see the README's \"Not supported yet\" list)")
 
 
 def unsupported_problems(om: OmConfig) -> list[Problem]:
@@ -21,19 +23,26 @@ def unsupported_problems(om: OmConfig) -> list[Problem]:
     An option left at its default, or set to its "off" value, is fine: it asks for nothing.
     """
     obs, refl = om.observation, om.reflection
-    asked = {
-        "scope": om.scope == "resource",
-        "retrieval": om.retrieval is not False,
-        "obscureThreadIds": om.obscure_thread_ids is True,
-        "observation.maxTokensPerBatch": "max_tokens_per_batch" in obs.model_fields_set,
-    }
+    asked = {"retrieval": om.retrieval is not False}
     problems = [Problem(path, _NOT_YET) for path, is_set in asked.items() if is_set]
-    if om.scope == "resource":  # the one option whose value, not presence, is unsupported
-        problems[0] = Problem("scope", f"'resource' {_NOT_YET}; use scope 'thread'")
+    if om.scope == "resource":
+        problems += _not_yet_in_resource_scope(om)
     for path, spec in (("model", om.model), ("observation.model", obs.model),
                        ("reflection.model", refl.model)):
         problems += _unsupported_fallback_options(path, spec)
     return problems
+
+
+def _not_yet_in_resource_scope(om: OmConfig) -> list[Problem]:
+    """What works in thread scope but not yet across the threads of a resource: extractor
+    values and working memory need per-thread state the resource memory does not keep yet."""
+    obs, refl = om.observation, om.reflection
+    asked = {
+        "observation.extract": bool(obs.extract),
+        "observation.manageWorkingMemory": obs.manage_working_memory,
+        "reflection.extract": bool(refl.extract),
+    }
+    return [Problem(path, _NOT_YET_RESOURCE) for path, is_set in asked.items() if is_set]
 
 
 def _unsupported_fallback_options(path: str, spec: ModelSpec | None) -> list[Problem]:

@@ -14,8 +14,10 @@ from omstream.schemas.jobs import ModelResult
 
 from .check import resume
 from .extracting import structured_failed
+from .multi_observing import batch_job_id, resource_batch_result
 from .reflecting import reflection_gave_up
 from .results import blocking_result
+from .state import Cycle
 from .step import EngineConfig, Step
 
 __all__ = ["expire_overdue", "is_overdue"]
@@ -46,6 +48,9 @@ def expire_overdue(step: Step) -> bool:
         blocking_result(step, cycle.model_copy(update={"answer": None}), cycle.answer)
         step.structured = None
         return True
+    if cycle.batches:
+        _expire_batches(step, cycle, error, deadline_ms)
+        return True
     if cycle.kind == "reflect":
         done = step.now(cycle.started_at + timedelta(milliseconds=deadline_ms))
         step.update(in_flight=None)
@@ -58,3 +63,21 @@ def expire_overdue(step: Step) -> bool:
         error_code="deadline", model=cycle.model or "unknown", attempts=0,
         started_at=cycle.started_at, completed_at=cycle.started_at + timedelta(milliseconds=deadline_ms)))
     return True
+
+
+def _expire_batches(step: Step, cycle: Cycle, error: str, deadline_ms: float) -> None:
+    """A resource memory's observation: the batches still unanswered fail, each of their
+    threads with its own failure event; the answered ones commit."""
+    committed = False
+    for n, answer in enumerate(cycle.batch_answers):
+        if answer is not None:
+            continue
+        current = step.state.in_flight
+        assert current is not None
+        committed = resource_batch_result(step, current, n, ModelResult(
+            kind="observe", cycle_id=batch_job_id(cycle.cycle_id, n), memory_key=step.state.memory_key,
+            thread_id=step.thread_id, request_hash="deadline", ok=False, error=error,
+            error_code="deadline", model=cycle.model or "unknown", attempts=0, started_at=cycle.started_at,
+            completed_at=cycle.started_at + timedelta(milliseconds=deadline_ms)))
+    if committed:
+        resume(step, step.state.clock or cycle.started_at, "observe", cycle.step_number)

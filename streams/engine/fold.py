@@ -55,8 +55,9 @@ from .check import check
 from .deadline import expire_overdue, is_overdue
 from .observing import manual_observe
 from .reflecting import manual_reflect
+from .resource import is_resource
 from .results import on_result
-from .state import Cycle, MemoryState, PendingMessage
+from .state import Cycle, MemoryState, PendingMessage, ThreadMemory
 from .status import emit_status
 from .step import EngineConfig, Folded, Rejected, Step
 from .temporal import TimedMessage, plan_temporal_gap
@@ -103,6 +104,11 @@ def _apply(step: Step, event: Input, log_time: datetime | None = None) -> None:
     if isinstance(event, ModelResult):
         on_result(step, event)
         _release_held(step)
+    elif isinstance(event, ThreadDeleted) and is_resource(step.config):
+        step.rejected.append(Rejected(
+            f"deleting thread {event.thread_id!r} of {step.state.memory_key} is not supported yet "
+            "in resource scope (its messages and section would have to leave the shared memory); "
+            "delete the resource, or keep the thread"))
     elif isinstance(event, (ThreadDeleted, ResourceDeleted)):
         # Never held: a deletion also cancels the cycle in flight (its result is then ignored).
         if not _already_applied(step, event):
@@ -153,7 +159,15 @@ def holds(state: MemoryState, event: Input, config: EngineConfig, *,
     return config.settled or not is_overdue(state.blocked_since, log_time, config)
 
 
+def _focus(step: Step, event: Input) -> None:
+    """Resource scope: the check this input sets off measures its thread's window."""
+    thread = getattr(event, "thread_id", None)
+    if is_resource(step.config) and thread is not None and thread != step.state.focus:
+        step.update(focus=thread)
+
+
 def _handle(step: Step, event: Input) -> None:
+    _focus(step, event)
     if isinstance(event, Message):
         _on_message(step, event)
     elif _already_applied(step, event):
@@ -245,6 +259,7 @@ def _actor_model(message: Message) -> str | None:
 def _on_message(step: Step, message: Message, *, released: bool = False) -> None:
     if not released and _is_duplicate(step, message):
         return
+    _focus(step, message)
     now = step.now(message.created_at)
     marker = None
     if message.role == "user" and step.config.resolved.temporal_markers:
@@ -256,6 +271,7 @@ def _on_message(step: Step, message: Message, *, released: bool = False) -> None
         tokens=_message_tokens(message, counter, step.config.om.observer_model),
         lines=view.lines, attachments=view.attachments,
         calls=_tool_ids(message, ToolCallPart), answers=_tool_ids(message, ToolResultPart),
+        thread_id=message.thread_id if is_resource(step.config) else None,
     )
     # The marker follows the message it was made for, in the observer's history (spec §14).
     step.update(pending=(*step.state.pending, pending, *((marker,) if marker else ())))
@@ -289,10 +305,14 @@ def _temporal_marker(step: Step, message: Message) -> PendingMessage | None:
         ms = round(at.timestamp() * 1000)
         return TimedMessage(message_id, ms, ms)
 
-    timeline = [timed(m.id, m.created_at) for m in step.state.pending]
-    if not timeline and step.state.cursor is not None:
+    # In resource scope the gap is the thread's own: its messages, its last observed one.
+    thread = message.thread_id if is_resource(step.config) else None
+    timeline = [timed(m.id, m.created_at) for m in step.state.pending if m.thread_id == thread]
+    meta = step.state.threads.get(thread) if thread is not None else None
+    last_observed = step.state.cursor if thread is None else meta.last_observed_at if meta else None
+    if not timeline and last_observed is not None:
         # Everything before is observed: the previous message is the newest observed one.
-        timeline = [timed("last-observed", step.state.cursor)]
+        timeline = [timed("last-observed", last_observed)]
     timeline.append(timed(message.id, message.created_at))
     gap = plan_temporal_gap(timeline, message.id, ZoneInfo(step.config.om.time_zone))
     if gap is None:
@@ -306,7 +326,7 @@ def _temporal_marker(step: Step, message: Message) -> PendingMessage | None:
     reminder = f"<system-reminder>{gap.contents}</system-reminder>"
     return PendingMessage(
         id=gap.marker_id, role="user", created_at=message.created_at - timedelta(milliseconds=1),
-        text=gap.contents, title=SIGNAL, tokens=step.config.counter.count(reminder),
+        text=gap.contents, title=SIGNAL, tokens=step.config.counter.count(reminder), thread_id=thread,
     )
 
 
@@ -341,6 +361,9 @@ def _override(step: Step, event: ConfigOverridden) -> None:
 
 
 def _patch_thread(step: Step, event: ThreadPatched) -> None:
+    if is_resource(step.config):
+        _patch_resource_thread(step, event)
+        return
     now = step.now(event.at)
     old = step.state.title
     if event.title_pinned is not None:
@@ -348,8 +371,23 @@ def _patch_thread(step: Step, event: ThreadPatched) -> None:
     if event.title is not None and event.title != old:
         step.update(title=event.title)
         step.emit(ThreadUpdate, ThreadUpdateData(
-            cycle_id=step.next_cycle_id(), thread_id=step.state.thread_id, old_title=old,
+            cycle_id=step.next_cycle_id(), thread_id=step.thread_id, old_title=old,
             new_title=event.title, timestamp=now), now)
+
+
+def _patch_resource_thread(step: Step, event: ThreadPatched) -> None:
+    """A thread of a resource memory keeps its own title (spec §3.3: thread metadata)."""
+    now = step.now(event.at)
+    meta = step.state.threads.get(event.thread_id) or ThreadMemory()
+    old = meta.title
+    if event.title_pinned is not None:
+        meta = meta.model_copy(update={"title_pinned": event.title_pinned})
+    if event.title is not None and event.title != old:
+        meta = meta.model_copy(update={"title": event.title})
+        step.emit(ThreadUpdate, ThreadUpdateData(
+            cycle_id=step.next_cycle_id(), thread_id=event.thread_id, old_title=old,
+            new_title=event.title, timestamp=now), now)
+    step.update(threads={**step.state.threads, event.thread_id: meta})
 
 
 def _delete(step: Step, event: ThreadDeleted | ResourceDeleted) -> None:

@@ -46,7 +46,7 @@ def model_job(step: Step, cycle: Cycle, messages: tuple[ChatMessage, ...], *, re
     config = step.config
     return ModelJob(
         kind=kind or cycle.kind, cycle_id=cycle.cycle_id, memory_key=state.memory_key,
-        thread_id=state.thread_id, generation=state.generation,
+        thread_id=step.thread_id, generation=state.generation,
         cursor=iso(state.cursor) if state.cursor else None, model=model, messages=messages,
         settings=settings, provider_options=options, fallbacks=fallbacks,
         request_hash=request_hash(model, messages, settings, provider_options=options,
@@ -70,7 +70,7 @@ def failure(step: Step, cycle: Cycle, operation: OperationType, error: str, done
     return data(
         cycle_id=cycle.cycle_id, operation_type=operation, failed_at=done, duration_ms=duration,
         tokens_attempted=cycle.tokens, error=error[:2000], record_id=step.record_id,
-        thread_id=step.state.thread_id,
+        thread_id=step.thread_id,
     )
 
 

@@ -18,10 +18,12 @@ from . import extraction
 from .extracting import extract, extraction_fields, extractors, retitle, with_inline
 from .extraction import Spec
 from .jobs import failed, model_job
+from .multi_observing import start_resource_observation
 from .observations import append_observations
 from .observer_attachments import observer_user_content
 from .parsing import ObserverOutput, is_degenerate, parse_observer_output
 from .prompts import observer_system_prompt, observer_user_prompt
+from .resource import is_resource
 from .state import Cycle, MemoryState, PendingMessage
 from .status import emit_status
 from .step import Step
@@ -69,7 +71,11 @@ def observer_request(step: Step, messages: tuple[PendingMessage, ...], *,
 
 
 def start_observation(step: Step, now: datetime, step_number: int | None, *, trigger: JobTrigger) -> None:
-    """A blocking observation of every unobserved message."""
+    """A blocking observation of every unobserved message (in resource scope, of the threads
+    `resource.plan_batches` picks)."""
+    if is_resource(step.config):
+        start_resource_observation(step, now, step_number, trigger=trigger)
+        return
     state = step.state
     messages = state.pending
     tokens = step.pending_tokens

@@ -108,6 +108,24 @@ assistant should do next), as in the example."""
 
 _SINGLE_THREAD = "This is one conversation: write no thread ids and no <thread> tags."
 
+# Resource scope (spec §6.10, §7.4): several conversations of one user in one request.
+_MULTI_THREAD = """These are several conversations of the same user, each inside <thread id="..."> \
+and </thread>. Inside your <observations> block write one <thread id="..."> section per \
+conversation, with the same id, holding that conversation's Date line and observations, and end \
+it with </thread>. Never mix facts of two conversations in one section."""
+
+_MULTI_THREAD_TITLE = """Inside each thread section, before its </thread>, add <thread-title> \
+with a short title for that conversation, 3 to 8 words, in the user's language; keep its prior \
+title unless the topic has changed substantially."""
+
+_MULTI_THREAD_HINTS = """Inside each thread section, before its </thread>, add that \
+conversation's <current-task> (Primary: the user's current request; "waiting for user" if the \
+user must decide) and <suggested-response> (what the assistant should do next)."""
+
+_REFLECTOR_THREADS = """The log holds <thread id="..."> sections, one per conversation of the \
+user. Keep a thread section (with its id) for what belongs to that conversation; write what \
+holds for every conversation (the user's own facts and preferences) before the sections."""
+
 
 def _system_prompt(parts: list[str], hints: str | None, instruction: str | None) -> str:
     """The sections, the hint sections when asked for, then the user's custom instructions."""
@@ -117,7 +135,11 @@ def _system_prompt(parts: list[str], hints: str | None, instruction: str | None)
     return prompt
 
 
-def observer_system_prompt(*, continuation_hints: bool = True, instruction: str | None = None) -> str:
+def observer_system_prompt(*, continuation_hints: bool = True, instruction: str | None = None,
+                           multi_thread: bool = False, thread_title: bool = False) -> str:
+    if multi_thread:
+        parts = [_ROLE, _INSTRUCTIONS, _format(False), _MULTI_THREAD, *([_MULTI_THREAD_TITLE] if thread_title else [])]
+        return _system_prompt(parts, _MULTI_THREAD_HINTS if continuation_hints else None, instruction)
     return _system_prompt([_ROLE, _INSTRUCTIONS, _format(continuation_hints), _SINGLE_THREAD],
                           _HINTS if continuation_hints else None, instruction)
 
@@ -166,8 +188,8 @@ _CLOCK = re.compile(r"^[^:\n]*?\((\d{1,2}):(\d{2}) ([AP])M\):", re.MULTILINE)
 def _first_new(transcript: str) -> str:
     """Where the new messages begin, quoted: a small model otherwise writes the previous
     observations out again instead of observing the new messages."""
-    first = next((line for line in transcript.split("\n")
-                  if line.strip() and not _DATE_HEADER.match(line)), "")
+    first = next((line for line in transcript.split("\n")  # a thread tag is no message
+                  if line.strip() and not _DATE_HEADER.match(line) and not line.startswith("<thread id=")), "")
     if not first:
         return ""
     words = first.split()
@@ -228,11 +250,12 @@ _LEVEL_ADVICE: dict[int, str] = {
 }
 
 
-def reflector_system_prompt(*, continuation_hints: bool = True, instruction: str | None = None) -> str:
+def reflector_system_prompt(*, continuation_hints: bool = True, instruction: str | None = None,
+                            multi_thread: bool = False) -> str:
     return _system_prompt([
         _REFLECTOR_ROLE,
         f"<observational-memory-instruction>\n{_INSTRUCTIONS}\n</observational-memory-instruction>",
-        _REFLECTOR_RULES, _REFLECTOR_FORMAT, _SINGLE_THREAD,
+        _REFLECTOR_RULES, _REFLECTOR_FORMAT, _REFLECTOR_THREADS if multi_thread else _SINGLE_THREAD,
     ], _REFLECTOR_HINTS if continuation_hints else None, instruction)
 
 

@@ -46,9 +46,11 @@ from .reflection_plan import (
     suppression_after_commit,
     suppression_after_failure,
 )
+from .resource import is_resource
 from .state import BufferedReflection, Cycle, CycleKind, Generation, Phase
 from .status import emit_status
 from .step import Step
+from .thread_answers import parse_reflection_sections
 from .thresholds import reflection_buffer_activation
 
 __all__ = ["manual_reflect", "maybe_reflect", "reflection_buffer_result", "reflection_gave_up",
@@ -87,7 +89,8 @@ def _reflector_request(step: Step, observations: str, level: int, *, guidance: s
     specs = extractors(step, "reflector")
     return (
         ChatMessage(role="system", content=with_inline(reflector_system_prompt(
-            continuation_hints=hints, instruction=r.instruction), specs)),
+            continuation_hints=hints, instruction=r.instruction,
+            multi_thread=is_resource(step.config)), specs)),
         ChatMessage(role="user", content=reflector_user_prompt(
             observations=observations, level=level, guidance=guidance, continuation_hints=hints,
             prior_values=extraction.prior_values(specs, step.state.metadata))
@@ -138,7 +141,9 @@ def _ladder(step: Step, cycle: Cycle, result: ModelResult) -> tuple[Cycle, Ladde
     """Record this attempt on the cycle and ask the ladder what follows."""
     specs = extractors(step, "reflector")
     answer = extraction.without_sections(result.output or "", specs)
-    parsed = parse_observer_output(answer) if result.ok else None
+    # A resource memory's reflection keeps its thread sections (spec §8.1).
+    parse = parse_reflection_sections if is_resource(step.config) else parse_observer_output
+    parsed = parse(answer) if result.ok else None
     usable = parsed if parsed is not None and not parsed.degenerate and parsed.observations else None
     text = usable.observations if usable else ""
     tokens = step.config.counter.count(text) if usable else cycle.tokens

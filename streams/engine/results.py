@@ -15,6 +15,7 @@ from .buffering import buffer_result
 from .check import resume
 from .extracting import with_structured
 from .jobs import outcome_time
+from .multi_observing import batch_of, resource_batch_result
 from .observing import observation_result
 from .reflecting import reflection_buffer_result, reflection_result
 from .state import Cycle
@@ -28,6 +29,13 @@ _RECENT_ANSWERS = 64  # cycles whose answer was applied, to recognise a job answ
 def on_result(step: Step, result: ModelResult) -> None:
     """Route a model result to the cycle waiting for it; anything else is recorded and ignored."""
     state = step.state
+    cycle = state.in_flight
+    batch = batch_of(cycle, result.cycle_id) if cycle is not None and cycle.batches else None
+    if cycle is not None and batch is not None:
+        step.update(answered=(*state.answered, result.cycle_id)[-_RECENT_ANSWERS:])
+        if resource_batch_result(step, cycle, batch, result):
+            resume(step, step.state.clock or result.completed_at, "observe", cycle.step_number)
+        return
     for slot, handler in (("in_flight", blocking_result), ("buffering", buffer_result),
                           ("reflection_buffering", reflection_buffer_result)):
         cycle = getattr(state, slot)

@@ -13,7 +13,7 @@ from omstream.schemas.jobs import JobTrigger, ModelResult
 from .observer_attachments import Attachment
 
 __all__ = ["BufferedChunk", "BufferedReflection", "Cycle", "CycleKind", "Generation", "MemoryState", "PendingMessage",
-           "Phase", "Seen"]
+           "Phase", "Seen", "ThreadMemory"]
 
 
 class Seen(Mapping[str, str]):
@@ -87,6 +87,8 @@ class PendingMessage(_Frozen):
     # Tool exchanges: the call ids this message opens and answers (safe buffer prefix, §6.9).
     calls: tuple[str, ...] = ()
     answers: tuple[str, ...] = ()
+    # Resource scope: the thread the message belongs to (None in thread scope: the memory's).
+    thread_id: str | None = None
 
 
 #: The model calls a cycle makes: blocking (observe, reflect) or in the background.
@@ -125,6 +127,11 @@ class Cycle(_Frozen):
     answer: ModelResult | None = None
     extract_retried: bool = False  # the follow-up was asked once more (spec §9.3)
     raw: tuple[str, ...] = ()  # reflection ladder: each attempt's answer, for its inline values
+    # A resource memory's observation: the threads of each batch (one observer job per batch,
+    # job id `<cycle_id>/<n>`) and each batch's answer once in (spec §6.10).
+    batches: tuple[tuple[str, ...], ...] = ()
+    batch_answers: tuple[ModelResult | None, ...] = ()
+    regenerated: tuple[int, ...] = ()  # batches whose looping answer was asked for once more
 
 
 class BufferedChunk(_Frozen):
@@ -147,6 +154,16 @@ class BufferedReflection(_Frozen):
     input_tokens: int
     line_count: int
     suggested_response: str | None = None
+
+
+class ThreadMemory(_Frozen):
+    """A thread of a resource memory: its OM metadata (spec §3.3, §6.10)."""
+
+    last_observed_at: datetime | None = None
+    current_task: str | None = None
+    suggested_response: str | None = None
+    title: str | None = None
+    title_pinned: bool = False
 
 
 class Generation(_Frozen):
@@ -210,6 +227,10 @@ class MemoryState(_Frozen):
     # Input positions already folded into this state (topic -> offset), written by the edge in
     # the same table value, so a redelivered input after a crash is recognised and skipped.
     offsets: dict[str, int] = {}
+    # Resource scope (spec §6.10): each thread's metadata, and the thread of the input being
+    # folded (or whose check a blocking cycle holds): the one whose window the check measures.
+    threads: dict[str, ThreadMemory] = {}
+    focus: str | None = None
 
     @property
     def pending_ids(self) -> tuple[str, ...]:

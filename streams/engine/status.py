@@ -70,7 +70,7 @@ def emit_status(step: Step, now: datetime, step_number: int | None) -> None:
         buffered=BufferedWindows(observations=buffered, reflection=buffered_reflection),
     )
     step.emit(Status, StatusData(
-        windows=windows, record_id=step.record_id, thread_id=state.thread_id,
+        windows=windows, record_id=step.record_id, thread_id=step.thread_id,
         step_number=step_number, generation_count=state.generation,
     ), now)
     # The processor persists the count it reported: the next activation plans against it.

@@ -12,7 +12,7 @@ from omstream.schemas.config import OmConfig
 from omstream.schemas.events import EventEnvelope, MarkerConfig
 from omstream.schemas.jobs import ModelJob
 
-from . import ids, thresholds
+from . import ids, resource, thresholds
 from .extraction import Extraction
 from .observer_attachments import Capability, unknown_capability
 from .resolution import ResolvedConfig, resolve
@@ -159,11 +159,17 @@ class Step:
         self.update(clock=now)
         return now
 
-    def emit(self, cls: type, data: object, at: datetime) -> None:
+    @property
+    def thread_id(self) -> str:
+        """The thread this step is about: the memory's, or in resource scope the thread of the
+        input being folded (or whose check the cycle in flight holds)."""
+        return self.state.focus or self.state.thread_id
+
+    def emit(self, cls: type, data: object, at: datetime, *, thread_id: str | None = None) -> None:
         seq = self.state.seq + 1
         key = self.state.memory_key
         self.events.append(cls(
-            event_id=ids.event_id(key, seq), memory_key=key, thread_id=self.state.thread_id,
+            event_id=ids.event_id(key, seq), memory_key=key, thread_id=thread_id or self.thread_id,
             seq=seq, event_time=at, data=data,
         ))
         self.update(seq=seq)
@@ -194,6 +200,9 @@ class Step:
 
     @property
     def pending_tokens(self) -> int:
+        """The unobserved tokens of the window the check measures (spec §6.1)."""
+        if resource.is_resource(self.config):
+            return resource.window_tokens(self.state, self.state.focus, self.config)
         return count_messages([m.tokens for m in self.state.pending])
 
     def finish(self) -> Folded:

@@ -165,12 +165,24 @@ class AttachmentNumbers:
         return _MARK.sub(self._number, body).translate(_STRAY_MARKS)
 
 
-def observer_transcript(messages: Iterable[PendingMessage], time_zone: str) -> str:
-    """The transcript one observer call reads: the messages' lines, attachments numbered."""
-    numbers = AttachmentNumbers()  # [Image #n] / [File #n] count from 1 in every observer call
+def _cut(body: str, max_part_length: int | None) -> str:
+    """A part cut to `max_part_length` characters, as other-thread context shows it (§7.2)."""
+    if max_part_length is None or len(body) <= max_part_length:
+        return body
+    return f"{body[:max_part_length]}\n... [truncated {len(body) - max_part_length} characters]"
+
+
+def observer_transcript(messages: Iterable[PendingMessage], time_zone: str, *,
+                        numbers: AttachmentNumbers | None = None,
+                        max_part_length: int | None = None) -> str:
+    """The transcript one observer call reads: the messages' lines, attachments numbered.
+    A multi-thread call passes one `numbers` for all its threads' transcripts."""
+    if numbers is None:
+        numbers = AttachmentNumbers()  # [Image #n] / [File #n] count from 1 in every observer call
     # A signal line has no time of its own: the reader takes the previous line's (spec §14).
     return render_transcript(
-        (TranscriptLine(None if title == SIGNAL else m.created_at, title, numbers.fill(title, body))
+        (TranscriptLine(None if title == SIGNAL else m.created_at, title,
+                        _cut(numbers.fill(title, body), max_part_length))
          for m in messages
          for title, body in (m.lines if m.lines is not None
                              else ((m.role.capitalize() if m.title is None else m.title, m.text),))),

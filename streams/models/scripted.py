@@ -198,11 +198,75 @@ def assist(system: str, user: str) -> str:
     return f"{'Noted: ' + said if said else 'Noted, all in my observations.'} (I remember {bullets} observations.)"
 
 
+_THREAD_OPEN = re.compile(r'^<thread id="([^"]*)">$')
+
+
+def _thread_blocks(history: str) -> list[tuple[str, str]]:
+    """A multi-thread request's history, per `<thread id>` block (empty for one thread)."""
+    blocks: list[tuple[str, str]] = []
+    current: list[str] | None = None
+    for line in history.split("\n"):
+        opened = _THREAD_OPEN.match(line)
+        if opened:
+            current = []
+            blocks.append((opened.group(1), ""))
+        elif line == "</thread>" and current is not None:
+            blocks[-1] = (blocks[-1][0], "\n".join(current))
+            current = None
+        elif current is not None:
+            current.append(line)
+    return blocks
+
+
+def _observe_threads(system: str, user: str, blocks: list[tuple[str, str]], user_words: int,
+                     assistant_words: int) -> str:
+    """The answer to a multi-thread request: one `<thread id>` section per thread, each with
+    its own hints and title when the prompt asks for them (a title: the thread's prior one, else
+    the first words the user said in it)."""
+    sections = []
+    for thread, history in blocks:
+        bullets, last_user, _ = _bullets(history, user_words, assistant_words)
+        hints = ""
+        if "<thread-title>" in system:
+            prior = re.search(rf"^- prior thread-title of thread {re.escape(thread)}: (.+)$", user, re.MULTILINE)
+            first = next((b.split("User said: ", 1)[1] for b in bullets if "User said: " in b), "")
+            title = prior.group(1) if prior else _words(first, 4).removesuffix(" ...")
+            if title:
+                hints += f"\n<thread-title>\n{title}\n</thread-title>"
+        if "<current-task>" in system:
+            topic = _words(last_user, 8)
+            hints += (f'\n<current-task>\nPrimary: answer the user\'s latest message: "{topic}"\n'
+                      f'</current-task>\n<suggested-response>\nContinue the discussion about '
+                      f'"{topic}"\n</suggested-response>')
+        sections.append(f'<thread id="{thread}">\n' + "\n".join(bullets) + hints + "\n</thread>")
+    return "<observations>\n" + "\n".join(sections) + "\n</observations>"
+
+
 def observe(system: str, user: str | list[Any], *, user_words: int = 40, assistant_words: int = 20,
             sees_attachments: bool = False) -> str:
     """The scripted Observer's answer to one request (`user`: text, or content parts).  With
     `sees_attachments`, one more line per attachment part received."""
     history = _section(content_text(user), "## New Message History to Observe")
+    blocks = _thread_blocks(history)
+    if blocks:
+        return _observe_threads(system, content_text(user), blocks, user_words, assistant_words)
+    bullets, last_user, time = _bullets(history, user_words, assistant_words)
+    if sees_attachments:
+        bullets += [f"* 🟡 ({time}) Attachment received: {seen}" for seen in received_attachments(user)]
+    if not any(b.startswith("*") for b in bullets):
+        bullets = ["* 🟢 (00:00) No new observable content"]
+    answer = "<observations>\n" + "\n".join(bullets) + "\n</observations>"
+    if "<current-task>" in system:
+        topic = _words(last_user, 8)
+        answer += (
+            f'\n\n<current-task>\nPrimary: answer the user\'s latest message: "{topic}"\n</current-task>'
+            f'\n\n<suggested-response>\nContinue the discussion about "{topic}"\n</suggested-response>'
+        )
+    return answer
+
+
+def _bullets(history: str, user_words: int, assistant_words: int) -> tuple[list[str], str, str]:
+    """The bullets for one thread's transcript, the last thing the user said, the last time."""
     bullets: list[str] = []
     last_user = ""
     time = "00:00"
@@ -228,18 +292,7 @@ def observe(system: str, user: str | list[Any], *, user_words: int = 40, assista
             bullets.append(f"* 🟡 ({time}) Assistant replied: {_words(body, assistant_words)}")
         elif title in ("Signal", ""):  # a temporal-gap marker, as 1.31.0 or §7.2 renders it
             bullets.append(f"* 🟢 ({time}) Signal: {body}")
-    if sees_attachments:
-        bullets += [f"* 🟡 ({time}) Attachment received: {seen}" for seen in received_attachments(user)]
-    if not any(b.startswith("*") for b in bullets):
-        bullets = ["* 🟢 (00:00) No new observable content"]
-    answer = "<observations>\n" + "\n".join(bullets) + "\n</observations>"
-    if "<current-task>" in system:
-        topic = _words(last_user, 8)
-        answer += (
-            f'\n\n<current-task>\nPrimary: answer the user\'s latest message: "{topic}"\n</current-task>'
-            f'\n\n<suggested-response>\nContinue the discussion about "{topic}"\n</suggested-response>'
-        )
-    return answer
+    return bullets, last_user, time
 
 
 def reflect(system: str, user: str | list[Any]) -> str:

@@ -20,8 +20,9 @@ ENGINE = Path(__file__).resolve().parents[3] / "streams" / "engine"
 MODULES = sorted(ENGINE.glob("*.py"))
 
 #: Third-party libraries the engine may use: pure computation on values it is given (pydantic
-#: models, orjson bytes, tiktoken counts from its bundled files, jsonschema validation).
-PURE_LIBRARIES = {"pydantic", "orjson", "tiktoken", "jsonschema"}
+#: models, orjson bytes, tiktoken counts from its bundled files, jsonschema validation, xxhash
+#: digests of thread ids).
+PURE_LIBRARIES = {"pydantic", "orjson", "tiktoken", "jsonschema", "xxhash"}
 #: Standard-library modules that reach the network, other processes, threads, a clock or
 #: randomness: none of them belongs in a fold.
 IO_STDLIB = {"asyncio", "socket", "ssl", "select", "selectors", "subprocess", "threading", "multiprocessing",

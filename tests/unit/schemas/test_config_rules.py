@@ -92,14 +92,17 @@ RULES = {
         {"observation": {"bufferTokens": False}, "reflection": {"blockAfter": 1.5}},
         "reflection.blockAfter", "remove reflection.blockAfter"),
     "resource scope with bufferTokens": (
-        {"scope": "resource", "observation": {"bufferTokens": 0.2}}, "scope",
-        "Use scope: 'thread', or set observation: { bufferTokens: false }"),
+        {"scope": "resource", "observation": {"bufferTokens": 0.2}}, "observation.bufferTokens",
+        "Remove it, or use scope: 'thread'"),
     "resource scope with observation.bufferActivation": (
         {"scope": "resource", "observation": {"bufferActivation": 0.5}},
-        "Async buffering is not yet supported with scope: 'resource'", "bufferTokens: false"),
+        "observation.bufferActivation", "not supported with scope: 'resource'"),
     "resource scope with reflection.bufferActivation": (
         {"scope": "resource", "reflection": {"bufferActivation": 0.5}},
-        "reflection.bufferActivation", "Use scope: 'thread'"),
+        "reflection.bufferActivation", "use scope: 'thread'"),
+    "resource scope with bufferOnIdle": (
+        {"scope": "resource", "observation": {"bufferOnIdle": True}},
+        "observation.bufferOnIdle", "async buffering"),
     "messageTokens zero": (
         {"observation": {"messageTokens": 0}}, "observation.messageTokens", "use e.g. 30000"),
     "messageTokens fractional": (
@@ -626,10 +629,12 @@ def test_config_check_help(capsys):
 
 # --- accepted means implemented ---------------------------------------------------------------------
 UNSUPPORTED = {
-    "scope": {"scope": "resource"},
     "retrieval": {"retrieval": True},
-    "obscureThreadIds": {"obscureThreadIds": True},
-    "observation.maxTokensPerBatch": {"observation": {"maxTokensPerBatch": 5000}},
+    "observation.manageWorkingMemory": {"scope": "resource", "observation": {"manageWorkingMemory": True}},
+    "observation.extract": {"scope": "resource", "observation": {"extract": [
+        {"name": "mood", "instructions": "the user's mood"}]}},
+    "reflection.extract": {"scope": "resource", "reflection": {"extract": [
+        {"name": "mood", "instructions": "the user's mood"}]}},
     "observation.model[0].maxRetries": {"observation": {"model": [{"model": "a/b", "maxRetries": 1}]}},
     "reflection.model[1].headers": {"reflection": {"model": [{"model": "a/b"},
                                                               {"model": "c/d", "headers": {"x": "y"}}]}},
@@ -655,6 +660,17 @@ def test_off_values_of_unimplemented_options_are_accepted(options):
 
 
 def test_config_check_names_an_unimplemented_option(tmp_path, capsys):
-    code, _, err = run_check(tmp_path, "om.json", json.dumps({"scope": "resource"}), capsys)
+    code, _, err = run_check(tmp_path, "om.json", json.dumps({"retrieval": True}), capsys)
     assert code == 1
-    assert "scope: 'resource' is not supported yet" in err
+    assert "retrieval: is not supported yet" in err
+
+
+@pytest.mark.parametrize("options", [
+    {"scope": "resource"},
+    {"scope": "resource", "obscureThreadIds": True, "observation": {"maxTokensPerBatch": 5000}},
+    {"scope": "resource", "obscureThreadIds": False, "observation": {"bufferTokens": False}},
+    {"scope": "resource", "temporalMarkers": True, "observation": {"threadTitle": True}},
+    {"obscureThreadIds": True, "observation": {"maxTokensPerBatch": 5000}},
+])
+def test_resource_scope_and_its_options_are_accepted(options):
+    assert check_om_config(options) == ()

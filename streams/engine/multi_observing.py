@@ -1,0 +1,273 @@
+"""A resource memory's observation: several threads, one cycle, one job per batch (spec §6.10).
+
+The cycle covers the threads `resource.plan_batches` picks; each batch is one multi-thread
+observer job (id `<cycle_id>/<n>`), all sent at once, so the model agent runs them side by side.
+The memory holds its later inputs until every batch has answered, then commits the answers in
+batch order, never in arrival order: the memory is a function of the log alone, and no thread
+of the resource can be observed twice, whatever order its threads' messages arrive in.
+
+Every thread gets its own `data-om-observation-start` / `-end` pair (the shared cycle id,
+`threadIds` naming all the cycle's threads); its observations become a `<thread id>` section of
+the log, merged by date (`sections.merge_section`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from omstream.schemas.base import iso
+from omstream.schemas.events import (
+    ObservationEnd,
+    ObservationEndData,
+    ObservationFailed,
+    ObservationStart,
+    ObservationStartData,
+    ThreadUpdate,
+    ThreadUpdateData,
+)
+from omstream.schemas.jobs import ChatMessage, JobTrigger, ModelJob, ModelResult
+
+from .extraction import THREAD_TITLE, title_change
+from .jobs import failure, model_job
+from .observer_attachments import observer_user_content
+from .parsing import ObserverOutput, is_degenerate
+from .prompts import observer_system_prompt, observer_user_prompt
+from .resource import pending_by_thread, plan_batches, thread_of, thread_tokens
+from .sections import merge_section, shown_thread_id
+from .state import Cycle, PendingMessage, ThreadMemory
+from .status import emit_status
+from .step import Step
+from .thread_answers import ThreadAnswer, parse_thread_answer
+from .transcript import AttachmentNumbers, observer_transcript
+from .truncation import truncate_observations
+
+__all__ = ["batch_job_id", "batch_of", "resource_batch_result", "resource_observer_request",
+           "start_resource_observation"]
+
+
+def batch_job_id(cycle_id: str, batch: int, *, again: bool = False) -> str:
+    return f"{cycle_id}/{batch}/again" if again else f"{cycle_id}/{batch}"
+
+
+def batch_of(cycle: Cycle, job_id: str) -> int | None:
+    """Which batch of `cycle` the job `job_id` is, if the cycle waits for it (a batch asked
+    again waits for its second job only)."""
+    for n in range(len(cycle.batches)):
+        if batch_job_id(cycle.cycle_id, n, again=n in cycle.regenerated) == job_id:
+            return n
+    return None
+
+
+def _prior_hints(step: Step, threads: tuple[str, ...], obscure: bool, *, hints: bool, title: bool) -> str:
+    lines = []
+    for thread in threads:
+        meta = step.state.threads.get(thread) or ThreadMemory()
+        for name, value in (("current-task", meta.current_task if hints else None),
+                            ("suggested-response", meta.suggested_response if hints else None),
+                            ("thread-title", meta.title if title else None)):
+            if value:
+                lines.append(f"- prior {name} of thread {shown_thread_id(thread, obscure)}: {value}")
+    return "\n".join(lines)
+
+
+def resource_observer_request(step: Step, threads: tuple[str, ...]) -> tuple[ChatMessage, ...]:
+    """One batch's multi-thread observer request: each thread's transcript in a `<thread id>`
+    block (the ids obscured when asked), the resource's whole log as previous observations."""
+    state, config = step.state, step.config
+    o = config.resolved.observation
+    obscure = config.resolved.obscure_thread_ids
+    hints = o.current_task_hint or o.suggested_response_hint
+    groups = pending_by_thread(state)
+    numbers = AttachmentNumbers()  # one numbering for the whole request
+    transcript = "\n\n".join(
+        f'<thread id="{shown_thread_id(t, obscure)}">\n'
+        f"{observer_transcript(groups[t], config.om.time_zone, numbers=numbers)}\n</thread>"
+        for t in threads)
+    shown, truncated = truncate_observations(state.observations, o.previous_observer_tokens,
+                                             config.counter.count, state.observation_tokens)
+    prior = _prior_hints(step, threads, obscure, hints=bool(hints), title=o.thread_title)
+    user = observer_user_prompt(transcript=transcript, previous_observations=shown, truncated=truncated,
+                                prior_values=prior)
+    messages = [m for t in threads for m in groups[t]]
+    content = observer_user_content(user, messages, o.observe_attachments, o.model.name,
+                                    capability=config.takes_attachments)
+    return (
+        ChatMessage(role="system", content=observer_system_prompt(
+            continuation_hints=bool(hints), instruction=o.instruction, multi_thread=True,
+            thread_title=o.thread_title)),
+        ChatMessage.model_validate({"role": "user", "content": content}),
+    )
+
+
+def start_resource_observation(step: Step, now: datetime, step_number: int | None, *,
+                               trigger: JobTrigger) -> None:
+    """A blocking observation of the threads the rule picks (every thread for `om observe`)."""
+    state, config = step.state, step.config
+    batches = plan_batches(state, config.message_threshold(state),
+                           config.resolved.observation.max_tokens_per_batch,
+                           everything=trigger == "manual")
+    threads = tuple(t for batch in batches for t in batch)
+    if not threads:  # nothing unobserved: a cycle without a job would never end
+        emit_status(step, now, step_number)
+        return
+    groups = pending_by_thread(state)
+    covered = tuple(m.id for t in threads for m in groups[t])
+    tokens = sum(thread_tokens(groups[t]) for t in threads)
+    cycle = Cycle(cycle_id=step.next_cycle_id(), kind="observe", message_ids=covered, tokens=tokens,
+                  started_at=now, generation=state.generation, phase="observe", step_number=step_number,
+                  trigger=trigger, batches=batches, batch_answers=(None,) * len(batches))
+    for thread in threads:
+        step.emit(ObservationStart, ObservationStartData(
+            cycle_id=cycle.cycle_id, operation_type="observation", started_at=now,
+            tokens_to_observe=thread_tokens(groups[thread]), record_id=step.record_id,
+            thread_id=thread, thread_ids=threads, config=config.marker_config(state),
+        ), now, thread_id=thread)
+    jobs = []
+    for n in range(len(batches)):
+        job = _batch_job(step, cycle, n)
+        if isinstance(job, str):
+            for thread in threads:
+                _failed(step, cycle, thread, job, now, 0)
+            emit_status(step, now, step_number)
+            return
+        jobs.append(job)
+    step.jobs.extend(jobs)
+    step.update(in_flight=cycle)
+
+
+def _batch_job(step: Step, cycle: Cycle, batch: int) -> ModelJob | str:
+    """Batch `batch`'s job (asked again: another sample of the same request, spec §7.7)."""
+    again = batch in cycle.regenerated
+    groups = pending_by_thread(step.state)
+    threads = cycle.batches[batch]
+    return model_job(step, cycle.model_copy(update={
+        "cycle_id": batch_job_id(cycle.cycle_id, batch, again=again), "level": int(again)}),
+        resource_observer_request(step, threads), reflector=False, trigger=cycle.trigger,
+        input_tokens=sum(thread_tokens(groups[t]) for t in threads), kind="observe")
+
+
+def _regenerate(step: Step, cycle: Cycle, batch: int, result: ModelResult) -> bool:
+    """A looping answer is asked for once more (spec §7.7); True if it was."""
+    if not result.ok or batch in cycle.regenerated or not is_degenerate(result.output or ""):
+        return False
+    again = cycle.model_copy(update={"regenerated": (*cycle.regenerated, batch)})
+    job = _batch_job(step, again, batch)
+    if isinstance(job, str):
+        return False
+    step.jobs.append(job)
+    step.update(in_flight=again)
+    return True
+
+
+def resource_batch_result(step: Step, cycle: Cycle, batch: int, result: ModelResult) -> bool:
+    """Record one batch's answer; once all are in, commit them (True: the check goes on)."""
+    answers = list(cycle.batch_answers)
+    if answers[batch] is not None:
+        return False  # a redelivered answer: the first one counts
+    if _regenerate(step, cycle, batch, result):
+        return False
+    answers[batch] = result
+    cycle = cycle.model_copy(update={"batch_answers": tuple(answers)})
+    if any(a is None for a in answers):
+        step.update(in_flight=cycle)
+        return False
+    step.update(in_flight=None)
+    # The batches ran side by side: the cycle took as long as its slowest call.
+    duration = max(max(0, round((a.completed_at - a.started_at).total_seconds() * 1000))
+                   for a in answers if a is not None)
+    done = step.now(cycle.started_at + timedelta(milliseconds=duration))
+    committed = False
+    for n, threads in enumerate(cycle.batches):
+        answer = answers[n]
+        assert answer is not None
+        committed |= _commit_batch(step, cycle, threads, answer, done, duration)
+    if committed:
+        step.update(cycles_completed=step.state.cycles_completed + 1, pending_message_tokens=0)
+    else:
+        emit_status(step, done, cycle.step_number)
+    return committed
+
+
+def _read(step: Step, threads: tuple[str, ...], result: ModelResult) -> dict[str, ThreadAnswer] | str:
+    if not result.ok:
+        return result.error or "model call failed"
+    obscure = step.config.resolved.obscure_thread_ids
+    shown = tuple(shown_thread_id(t, obscure) for t in threads)
+    return parse_thread_answer(result.output or "", shown, step.state.observations)
+
+
+def _commit_batch(step: Step, cycle: Cycle, threads: tuple[str, ...], result: ModelResult,
+                  done: datetime, duration: int) -> bool:
+    """Commit one batch's answer, thread by thread; False if it failed (its messages wait)."""
+    parsed = _read(step, threads, result)
+    if isinstance(parsed, str):
+        for thread in threads:
+            _failed(step, cycle, thread, parsed, done, duration)
+        return False
+    obscure = step.config.resolved.obscure_thread_ids
+    for thread in threads:
+        shown = shown_thread_id(thread, obscure)
+        _commit_thread(step, cycle, thread, parsed.get(shown) or ThreadAnswer(ObserverOutput("")), done, duration)
+    step.observations_changed = True
+    return True
+
+
+def _failed(step: Step, cycle: Cycle, thread: str, error: str, done: datetime, duration: int) -> None:
+    """One thread's `data-om-observation-failed`: its messages stay for the next cycle."""
+    covered = set(cycle.message_ids)
+    tokens = thread_tokens(tuple(m for m in step.state.pending
+                                 if m.id in covered and thread_of(m, step.state) == thread))
+    data = failure(step, cycle.model_copy(update={"tokens": tokens}), "observation", error, done,
+                   duration, background=False)
+    step.emit(ObservationFailed, data.model_copy(update={"thread_id": thread}), done, thread_id=thread)
+
+
+def _commit_thread(step: Step, cycle: Cycle, thread: str, answer: ThreadAnswer, done: datetime,
+                   duration: int) -> None:
+    """Merge one thread's observations into the log and retire the messages they cover.  A
+    thread the answer left out is observed with no new text (spec §7.5): its messages leave
+    the window all the same, as the original's do."""
+    state, config = step.state, step.config
+    parsed = answer.output
+    covered = set(cycle.message_ids)
+    mine: tuple[PendingMessage, ...] = tuple(
+        m for m in state.pending if m.id in covered and thread_of(m, state) == thread)
+    if not mine:
+        return
+    newest = max(m.created_at for m in mine)
+    text = parsed.observations
+    observations = state.observations
+    if text:
+        shown = shown_thread_id(thread, config.resolved.obscure_thread_ids)
+        observations = merge_section(observations, shown, text, iso(newest))
+    cursor = newest if state.cursor is None or newest > state.cursor else state.cursor
+    ids = {m.id for m in mine}
+    meta = state.threads.get(thread) or ThreadMemory()
+    meta = meta.model_copy(update={"last_observed_at": newest, "current_task": parsed.current_task,
+                                   "suggested_response": parsed.suggested_response})
+    step.update(observations=observations,
+                observation_tokens=config.counter.count(observations) if text else state.observation_tokens,
+                cursor=cursor, pending=tuple(m for m in state.pending if m.id not in ids),
+                threads={**state.threads, thread: meta})
+    values = {THREAD_TITLE: answer.title} if answer.title and config.resolved.observation.thread_title else None
+    step.emit(ObservationEnd, ObservationEndData(
+        cycle_id=cycle.cycle_id, operation_type="observation", completed_at=done,
+        duration_ms=duration, tokens_observed=thread_tokens(mine),
+        observation_tokens=config.counter.count(text), observations=text or None,
+        current_task=parsed.current_task, suggested_response=parsed.suggested_response,
+        record_id=step.record_id, thread_id=thread,
+        observed_message_ids=tuple(m.id for m in mine), cursor=iso(cursor), generation=state.generation,
+        extracted_values=values,
+    ), done, thread_id=thread)
+    _retitle(step, cycle, thread, values, done)  # after the end event, as in thread scope
+
+
+def _retitle(step: Step, cycle: Cycle, thread: str, values: dict[str, str] | None, done: datetime) -> None:
+    """`data-om-thread-update` when the thread's proposed title may replace its title (§9.2)."""
+    meta = step.state.threads.get(thread) or ThreadMemory()
+    title = title_change(values or {}, meta.title, meta.title_pinned)
+    if title is None:
+        return
+    step.update(threads={**step.state.threads, thread: meta.model_copy(update={"title": title})})
+    step.emit(ThreadUpdate, ThreadUpdateData(cycle_id=cycle.cycle_id, thread_id=thread, old_title=meta.title,
+                                             new_title=title, timestamp=done), done, thread_id=thread)
