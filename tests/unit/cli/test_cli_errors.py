@@ -224,3 +224,13 @@ def test_the_read_side_loads_no_writer():
             "print(sorted(m for m in ('omstream.client', 'omstream.conversation', 'aiokafka') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("command", [["worker"], ["serve"]], ids=" ".join)
+def test_the_long_running_processes_refuse_resource_scope_for_now(tmp_path, capsys, command):
+    # The fold runs a resource's memory, the read side does not serve it yet: refused, not half run.
+    config = tmp_path / "om.toml"
+    config.write_text('[observationalMemory]\nscope = "resource"\n')
+    code, out, err = run(["--config", config, *command], capsys)
+    assert code == 1 and out == ""
+    assert err.startswith(f"om {command[0]}: scope 'resource' runs in `om simulate` only for now")
