@@ -42,11 +42,22 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench.e2e import (RESULT_KEY, BenchError, Conversation, Env, EventTimes, Options, _ints, progress,
-                       start_env, throughput_run, wait_for)
+from bench.e2e import (
+    RESULT_KEY,
+    BenchError,
+    Conversation,
+    Env,
+    EventTimes,
+    Options,
+    _ints,
+    progress,
+    start_env,
+    throughput_run,
+    wait_for,
+)
 from omstream.client import OmClient
-from omstream.schemas.config.agents import ObservationConfig
 from omstream.processes import start_child, stop_child
+from omstream.schemas.config.agents import ObservationConfig
 from omstream.settings import Settings
 
 CYCLE_ENDS = ("data-om-buffering-end", "data-om-observation-end", "data-om-reflection-end")

@@ -90,6 +90,7 @@ async function run(buffering, withOm) {
   const turns = Math.ceil(messages / 2);
   const turn = (i) => agent.generate(body(), { memory: { thread: 'thread-1', resource: 'user-1' } });
   await turn(-1); // imports, storage set-up and first compilation are not timed
+  const startedElu = performance.eventLoopUtilization();
   const startedCpu = process.cpuUsage();
   const started = performance.now();
   for (let i = 0; i < turns; i++) {
@@ -100,12 +101,16 @@ async function run(buffering, withOm) {
   if (withOm) await memory.omEngine?.settled?.();
   const seconds = (performance.now() - started) / 1000;
   const cpu = process.cpuUsage(startedCpu);
+  // The share of the wall time the event loop sat waiting (timers, I/O): time the original spends
+  // waiting by design, as opposed to time the OS gave to other processes (counted as busy).
+  const elu = performance.eventLoopUtilization(startedElu);
   return {
     run: withOm ? (buffering ? 'buffering on' : 'buffering off') : 'agent loop without OM',
     messages: 2 * turns,
     seconds,
     messages_per_s: (2 * turns) / seconds,
     cpu_seconds: (cpu.user + cpu.system) / 1e6,
+    loop_idle_share: 1 - elu.utilization,
     observer_calls: observer.calls(),
     reflector_calls: reflector.calls(),
     assistant_calls: assistant.calls() - 1,
