@@ -1,4 +1,5 @@
-"""End-to-end benchmark of one worker: a real broker, one `om worker`, the producer client.
+"""End-to-end benchmark of one worker (or `--fold-workers N` fold workers and a models worker): a
+real broker, `om worker` children, the producer client.
 
     python -m bench.e2e            # the default sizes, meant for under 10 minutes on an idle 2-core machine
     python -m bench.e2e --quick    # a smoke run of about a minute
