@@ -124,6 +124,17 @@ def replay_rows(result: dict[str, Any], ref: dict[str, Any]) -> list[Row]:
             for name in ("cold", "warm")]
 
 
+def serve_rows(result: dict[str, Any], ref: dict[str, Any]) -> list[Row]:
+    return [(f"om serve start, {r['messages']:,} messages ({r['events']:,} events): cold / warm",
+             f"{r['coldS']} / {r['warmS']}", "s", f"warm store load {r['warmLoadS']} s; RSS {r['coldRssMb']} / "
+             f"{r['warmRssMb']} MB; store {r['storeMb']} MB") for r in result["rows"]]
+
+
+def repartition_rows(result: dict[str, Any], ref: dict[str, Any]) -> list[Row]:
+    return [(f"om repartition 4 -> 8 partitions, {result['copied']:,} records copied",
+             f"{result['recordsPerS']:,.0f}", "records/s", f"{result['seconds']} s")]
+
+
 DELIVERY = re.compile(r"^(aiokafka getmany|faust \(the worker's path\)): ([\d,]+) records in [\d.]+ s = "
                       r"([\d,]+)/s.* (\d+) us CPU per record", re.M)
 
@@ -163,6 +174,9 @@ def steps() -> list[Step]:
         Step("model-bound", "model_bound", ["--latency", "2000"], "--json", model_bound_rows),
         Step("replay", "replay", ["--messages", "4000", "--threads", "40"], "--json", replay_rows),
         Step("delivery", "delivery", ["--records", "20000"], None, delivery_rows),
+        Step("serve-restart", "serve_restart", ["--sizes", "2000,5000", "--threads", "100"], "--json", serve_rows),
+        Step("repartition", "repartition", ["--messages", "10000", "--threads", "100"], "--json",
+             repartition_rows),
     ]
 
 

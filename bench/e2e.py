@@ -193,7 +193,6 @@ namespace = "{namespace}"
 bootstrap = "{bootstrap}"
 partitions = 4
 data_dir = "{data}"
-{extra}
 
 [observationalMemory]
 tokenCounter = "{counter}"
@@ -201,11 +200,9 @@ tokenCounter = "{counter}"
 [observationalMemory.observation]
 model = "scripted/observer"
 messageTokens = {message_tokens}
-modelSettings = {{ latencyMs = {latency} }}
 
 [observationalMemory.reflection]
 model = "scripted/reflector"
-modelSettings = {{ latencyMs = {latency} }}
 """
 #: Every worker of the namespace signs and checks model results with this key (each has a data
 #: directory of its own, which would otherwise make a key of its own).
@@ -250,11 +247,18 @@ class Env:
 
 
 def config_text(options: Options, namespace: str, bootstrap: str, data: Path) -> str:
-    extra = ("" if options.model_concurrency is None
-             else f"model_concurrency = {options.model_concurrency}")
-    return CONFIG.format(namespace=namespace, bootstrap=bootstrap, data=data, extra=extra,
-                         counter=options.counter, message_tokens=options.message_tokens,
-                         latency=options.model_latency_ms)
+    """CONFIG for `options`, with `model_concurrency` and the scripted models' `latencyMs` when
+    set (CONFIG keeps its placeholders: other benches format it themselves)."""
+    text = CONFIG.format(namespace=namespace, bootstrap=bootstrap, data=data, counter=options.counter,
+                         message_tokens=options.message_tokens)
+    if options.model_concurrency is not None:
+        text = text.replace("\n[observationalMemory]\n",
+                            f"model_concurrency = {options.model_concurrency}\n\n[observationalMemory]\n", 1)
+    if options.model_latency_ms:
+        for role in ("observer", "reflector"):
+            text = text.replace(f'model = "scripted/{role}"\n', f'model = "scripted/{role}"\n'
+                                f"modelSettings = {{ latencyMs = {options.model_latency_ms} }}\n", 1)
+    return text
 
 
 def worker_roles(options: Options) -> list[str]:
