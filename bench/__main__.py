@@ -1,6 +1,6 @@
 """Every benchmark of bench/ in one run, and one table: `python -m bench`.
 
-    python -m bench                     # about 12 minutes on a 2-core machine
+    python -m bench                     # about 13 minutes on a busy 2-core machine
     python -m bench --only fold,original
     python -m bench --out DIR           # keep each benchmark's JSON and log in DIR
 
