@@ -1,4 +1,5 @@
-"""End-to-end benchmark of one worker: a real broker, one `om worker`, the producer client.
+"""End-to-end benchmark of one worker (or `--fold-workers N` fold workers and a models worker): a
+real broker, `om worker` children, the producer client.
 
     python -m bench.e2e            # the default sizes, meant for under 10 minutes on an idle 2-core machine
     python -m bench.e2e --quick    # a smoke run of about a minute
@@ -173,6 +174,10 @@ class Options:
     counter: str = "tokenx"
     seed: int = 7
     stall: float = 120.0          # fail when no awaited event arrives for this long
+    fold_workers: int = 0         # 0: one `om worker` (role all); N: N `--role fold` + one `--role models`
+    model_latency_ms: int = 0     # each scripted model call takes this long (modelSettings.latencyMs)
+    model_concurrency: int | None = None  # [omstream] model_concurrency (None: the default)
+    state: bool = True            # run 5 (a growing memory's state bytes)
     out: Path | None = None
     keep: bool = False
 
@@ -199,6 +204,9 @@ messageTokens = {message_tokens}
 [observationalMemory.reflection]
 model = "scripted/reflector"
 """
+#: Every worker of the namespace signs and checks model results with this key (each has a data
+#: directory of its own, which would otherwise make a key of its own).
+RESULT_KEY = "e2e-bench-shared-result-key"
 
 
 class BenchError(RuntimeError):
@@ -207,40 +215,81 @@ class BenchError(RuntimeError):
 
 @dataclass
 class Env:
-    """What one benchmark run set up; `cleanup` undoes it (also on Ctrl-C and failures)."""
+    """What one benchmark run set up; `cleanup` undoes it (also on Ctrl-C and failures).
+    `workers` are (name, process, log): one `all` worker, or fold workers and a models one."""
 
     root: Path
     settings: Settings
-    worker: subprocess.Popen
-    worker_log: Path
+    workers: list[tuple[str, subprocess.Popen, Path]]
+
+    @property
+    def worker(self) -> subprocess.Popen:
+        return self.workers[0][1]
+
+    @property
+    def worker_log(self) -> Path:
+        return self.workers[0][2]
 
     def worker_tail(self, chars: int = 3000) -> str:
-        return self.worker_log.read_text(errors="replace")[-chars:] if self.worker_log.exists() else ""
+        return "\n".join(f"--- {name} ({log}):\n" + log.read_text(errors="replace")[-chars:]
+                         for name, _, log in self.workers if log.exists())
 
     def check_worker(self) -> None:
-        if self.worker.poll() is not None:
-            raise BenchError(f"the worker exited with code {self.worker.returncode}:\n"
-                             f"{self.worker_tail()}")
+        for name, worker, _ in self.workers:
+            if worker.poll() is not None:
+                raise BenchError(f"worker {name} exited with code {worker.returncode}:\n"
+                                 f"{self.worker_tail()}")
+
+    def rss(self) -> dict[str, int]:
+        """worker_rss_kb summed over every worker."""
+        each = [worker_rss_kb(worker.pid) for _, worker, _ in self.workers]
+        return {key: sum(e[key] for e in each) for key in ("rss_kb", "peak_kb", "processes")}
+
+
+def config_text(options: Options, namespace: str, bootstrap: str, data: Path) -> str:
+    """CONFIG for `options`, with `model_concurrency` and the scripted models' `latencyMs` when
+    set (CONFIG keeps its placeholders: other benches format it themselves)."""
+    text = CONFIG.format(namespace=namespace, bootstrap=bootstrap, data=data, counter=options.counter,
+                         message_tokens=options.message_tokens)
+    if options.model_concurrency is not None:
+        text = text.replace("\n[observationalMemory]\n",
+                            f"model_concurrency = {options.model_concurrency}\n\n[observationalMemory]\n", 1)
+    if options.model_latency_ms:
+        for role in ("observer", "reflector"):
+            text = text.replace(f'model = "scripted/{role}"\n', f'model = "scripted/{role}"\n'
+                                f"modelSettings = {{ latencyMs = {options.model_latency_ms} }}\n", 1)
+    return text
+
+
+def worker_roles(options: Options) -> list[str]:
+    """The roles of the workers to start: one `all`, or N `fold` and one `models`."""
+    if options.fold_workers == 0:
+        return ["all"]
+    return ["fold"] * options.fold_workers + ["models"]
 
 
 async def start_env(root: Path, options: Options, stack: contextlib.ExitStack) -> Env:
-    """Broker, topics and one worker under `root`; each registered on `stack` to be stopped."""
+    """Broker, topics and the workers under `root`; each registered on `stack` to be stopped."""
     broker = Broker(root / "kafka", port=free_port(), controller_port=free_port())
     progress(f"starting the broker on {broker.bootstrap} (data in {root})")
     broker.start()
     stack.callback(broker.stop)
     await broker.wait_ready(timeout=120)
     config = root / "om.toml"
-    config.write_text(CONFIG.format(
-        namespace=f"e2e{uuid.uuid4().hex[:8]}", bootstrap=broker.bootstrap, data=root / "data",
-        counter=options.counter, message_tokens=options.message_tokens))
+    config.write_text(config_text(options, f"e2e{uuid.uuid4().hex[:8]}", broker.bootstrap,
+                                  root / "data"))
     settings = load_settings(config)
     await ensure_topics(settings)
-    log = root / "worker.log"
-    worker = start_child(settings, "worker", log)
-    stack.callback(stop_child, worker)
-    progress(f"worker pid {worker.pid}, log {log}")
-    return Env(root, settings, worker, log)
+    workers = []
+    for index, role in enumerate(worker_roles(options)):
+        name = f"{role}{index}" if role == "fold" else role
+        log = root / f"worker-{name}.log"
+        env = {"OM_ROLE": role, "OM_RESULT_KEY": RESULT_KEY, "OM_DATA_DIR": str(root / "data" / name)}
+        worker = start_child(settings, "worker", log, env=env)
+        stack.callback(stop_child, worker)
+        progress(f"worker {name} pid {worker.pid}, log {log}")
+        workers.append((name, worker, log))
+    return Env(root, settings, workers)
 
 
 def progress(text: str) -> None:
@@ -722,6 +771,33 @@ async def warm_up(env: Env, om: OmClient, events: EventTimes, conv: Conversation
     progress(f"warm-up: {count} messages, waiting for the worker to join and fold them")
     await wait_for(env, events, lambda: folded(events, sent), "the warm-up (worker start)",
                    max(options.stall, 180.0))
+    if options.fold_workers > 1:
+        await wait_for_group(env, options.fold_workers, max(options.stall, 180.0))
+
+
+async def wait_for_group(env: Env, members: int, limit: float) -> None:
+    """Until the fold workers' consumer group is stable with `members` members, so that no
+    rebalance (a worker joining late) falls into a timed run."""
+    admin = kafka.admin(env.settings)
+    await admin.start()
+    try:
+        deadline = time.monotonic() + limit
+        while True:
+            env.check_worker()
+            described = await admin.describe_consumer_groups([env.settings.app_id])
+            # aiokafka answers DescribeGroups responses: groups as (error, id, state, protocol
+            # type, protocol, members, ...) tuples.
+            groups = [g for response in described for g in response.groups]
+            state, count = (groups[0][2], len(groups[0][5])) if groups else ("", 0)
+            if state == "Stable" and count == members:
+                progress(f"fold group stable with {count} members")
+                return
+            if time.monotonic() > deadline:
+                raise BenchError(f"the fold group was {state or 'absent'} with {count} of "
+                                 f"{members} members after {limit:.0f} s")
+            await asyncio.sleep(0.5)
+    finally:
+        await admin.close()
 
 
 async def measure(env: Env, options: Options, report: dict[str, Any]) -> None:
@@ -740,26 +816,28 @@ async def measure(env: Env, options: Options, report: dict[str, Any]) -> None:
 
             one = await throughput_run(env, om, events, conv, options, "r1", steps=False)
             after = await offsets.settle(env, watched)
-            one.rss, one.events = worker_rss_kb(env.worker.pid), events.counts("r1")
+            one.rss, one.events = env.rss(), events.counts("r1")
             one.changelog = await changelog_bytes(offsets, changelogs, before, after, one.messages)
             report["sustained"] = [asdict(one)]
 
             two = await throughput_run(env, om, events, conv, options, "r2", steps=True)
             await offsets.settle(env, watched)
-            two.rss, two.events = worker_rss_kb(env.worker.pid), events.counts("r2")
+            two.rss, two.events = env.rss(), events.counts("r2")
             report["sustained"].append(asdict(two))
 
             report["loads"] = []
             for rate in options.loads:
                 result = await load_run(env, om, events, conv, options, rate)
                 await offsets.settle(env, watched)
-                result.rss = worker_rss_kb(env.worker.pid)
+                result.rss = env.rss()
                 result.events = events.counts(f"l{rate}")
                 report["loads"].append(asdict(result))
 
+            if not options.state:
+                return
             report["state"] = {"points": [], "events": {}}
             await state_run(env, om, events, conv, options, offsets, report["state"])
-            report["state"]["rss"] = worker_rss_kb(env.worker.pid)
+            report["state"]["rss"] = env.rss()
             report["state"]["events"] = events.counts("s")
     finally:
         report["dead_letters"] = len(events.dead)
@@ -906,6 +984,14 @@ def _parser() -> argparse.ArgumentParser:
                         help=f"run 3: threads, half of them with steps (default {d.load_threads})")
     parser.add_argument("--checkpoints", type=_ints, help="run 5: message counts at which the "
                         f"memory's state is measured (default {','.join(map(str, d.checkpoints))})")
+    parser.add_argument("--fold-workers", type=_at_least(0), help="0 (default): one `om worker` "
+                        "(role all); N: N `om worker --role fold` and one `om worker --role models`")
+    parser.add_argument("--model-latency", type=_at_least(0), dest="model_latency_ms",
+                        help="milliseconds each scripted model call takes (default 0)")
+    parser.add_argument("--model-concurrency", type=_at_least(1),
+                        help="[omstream] model_concurrency (default: omstream's)")
+    parser.add_argument("--no-state", dest="state", action="store_const", const=False,
+                        help="skip run 5 (a growing memory's state bytes)")
     parser.add_argument("--counter", choices=COUNTERS, help="tokenCounter (default tokenx)")
     parser.add_argument("--seed", type=int)
     parser.add_argument("--stall", type=_at_least(1, float), help="fail when no awaited event arrives for this "
@@ -921,7 +1007,7 @@ def options_from(args: argparse.Namespace) -> Options:
     """The defaults, then --quick's sizes, then every option given explicitly."""
     options = replace(Options(), **QUICK) if args.quick else Options()
     given = {name: value for name, value in vars(args).items()
-             if name != "quick" and value is not None and value is not False}
+             if name != "quick" and value is not None and not (name == "keep" and value is False)}
     return replace(options, **given)
 
 
@@ -975,8 +1061,13 @@ async def _bench(root: Path, options: Options, stack: contextlib.ExitStack,
 
 
 def _summary(o: Options) -> str:
-    return (f"one worker, 4 partitions, {o.counter}, ~{o.tokens}-token messages, messageTokens "
-            f"{o.message_tokens}, async buffering on, scripted models; runs 1-2: {o.threads} "
+    workers = ("one worker" if o.fold_workers == 0 else
+               f"{o.fold_workers} fold worker(s) and one models worker")
+    model = (f"scripted models of {o.model_latency_ms} ms" if o.model_latency_ms else "scripted models")
+    if o.model_concurrency is not None:
+        model += f", model_concurrency {o.model_concurrency}"
+    return (f"{workers}, 4 partitions, {o.counter}, ~{o.tokens}-token messages, messageTokens "
+            f"{o.message_tokens}, async buffering on, {model}; runs 1-2: {o.threads} "
             f"threads x {o.messages} messages; run 3: {o.load_seconds:g} s per load over "
             f"{o.load_threads} threads; {os.cpu_count()} CPUs")
 

@@ -47,7 +47,7 @@ from omstream.settings import load_settings
 from omstream.topics import ensure_topics
 from omstream.versions.replay import ReplayProgress, replay
 
-from .e2e import CONFIG
+from .e2e import Options, config_text
 from .fold_bench import make_bodies
 
 
@@ -96,8 +96,8 @@ async def bench(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         stack.callback(broker.stop)
         await broker.wait_ready(timeout=120)
         config = root / "om.toml"
-        config.write_text(CONFIG.format(namespace=f"rp{uuid.uuid4().hex[:8]}", bootstrap=broker.bootstrap,
-                                        data=root / "data", counter="tokenx", message_tokens=3000))
+        config.write_text(config_text(Options(counter="tokenx", message_tokens=3000),
+                                      f"rp{uuid.uuid4().hex[:8]}", broker.bootstrap, root / "data"))
         settings = load_settings(config)
         await ensure_topics(settings)
         sent = await produce(settings, args.messages, args.threads, args.tokens)
