@@ -3,7 +3,6 @@ bench.e2e: their command lines, tables and parsers, without a broker (the broker
 benchmarks themselves)."""
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -112,9 +111,8 @@ def test_original_report():
     assert "buffering on" in text and "998" in text and "@mastra/memory 1.31.0" in text
 
 
-@pytest.mark.skipif(shutil.which("node") is None or not (original.HERE / "node_modules").is_dir(),
-                    reason="the original is not installed (python -m bench.original installs it)")
 def test_the_original_runs_a_few_turns(tmp_path):
+    original.ensure_installed()  # from the lock file; .ci/run installs it first, visibly
     bodies = tmp_path / "bodies.json"
     bodies.write_text(json.dumps(["a message of the conversation " * 30] * 10))
     done = subprocess.run(["node", str(original.HERE / "run.mjs"), "--bodies", str(bodies), "--messages", "40",
