@@ -130,13 +130,22 @@ def test_a_fetch_before_the_seek_to_the_committed_offset_is_read_again_after_it(
     async def committed():
         return {PART: 90}
 
+    seeks = []
+
+    async def seek(tp, offset):
+        seeks.append(offset)
+        consumer._read_offset[tp] = offset
+
     consumer._to_message = lambda tp, r: record(consumer, r.offset)
     consumer.seek_to_committed = committed
+    consumer.seek = seek
     consumer.assignment = lambda: {PART}
     consumer.app.consumer_generation_id = 3
     consumer._read_offset[PART] = None
     asyncio.run(consumer._hand_over(PART, [SimpleNamespace(offset=o) for o in (135, 136)], tap))
-    assert handed == []
+    # Not handed over, and read again: the seek to the committed offset moves on from there,
+    # and a partition with no committed offset (not sought) reads them again.
+    assert (handed, seeks) == ([], [135])
     asyncio.run(consumer.perform_seek())
     asyncio.run(consumer._hand_over(PART, [SimpleNamespace(offset=o) for o in (90, 91)], tap))
     assert handed == [90, 91]
