@@ -81,6 +81,7 @@ def _faust_app(settings: Settings) -> WorkerApp:
         # 60 s, so a restart waited a minute for the group to rebalance).
         broker_session_timeout=10.0,
         consumer_group_instance_id=settings.instance_id or None,
+        table_standby_replicas=settings.standby_replicas,
         Topic=WorkerTopic,
         TableManager=WorkerTableManager,
         # The input log is handed to the fold agent's backlog a fetch at a time (`WorkerApp.taps`),
