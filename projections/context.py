@@ -34,6 +34,7 @@ window; callers may pass an explicit `now` instead.
 from __future__ import annotations
 
 import re
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from typing import Any
@@ -207,7 +208,8 @@ def _zone(time_zone: str | tzinfo) -> tzinfo:
 class ThreadView:
     thread_id: str
     memory_key: str | None = None
-    messages: dict[str, Message] = field(default_factory=dict)
+    # A dict, or the read model's lazily decoded mapping (projections/view_rows.py).
+    messages: MutableMapping[str, Message] = field(default_factory=dict)
     observed: set[str] = field(default_factory=set)
     observations: str = ""
     cursor: str | None = None
@@ -240,7 +242,7 @@ class ThreadView:
             self.clock = at
 
     def unobserved(self) -> list[Message]:
-        rest = [m for i, m in self.messages.items() if i not in self.observed]
+        rest = [self.messages[i] for i in self.messages if i not in self.observed]
         return sorted(rest, key=lambda m: m.created_at)
 
     def window(self, now: datetime | None = None) -> ContextWindow:
@@ -311,7 +313,19 @@ class ContextProjection:
         # The newest seq applied per memory key.  Kept here, not on a view, so an event re-sent
         # after a crash cannot bring back a view that a later deletion dropped.
         self.last_seq: dict[str, int] = {}
+        # Threads whose view changed, and threads dropped, since the last `take_changes`: what a
+        # store writes after a batch (projections/store.py), instead of every view; at most one
+        # entry per thread ever seen when nothing takes them (an in-memory feed).
+        self._touched: set[str] = set()
+        self._dropped: set[str] = set()
         _zone(time_zone)  # an unknown zone fails here, not on the first request
+
+    def take_changes(self) -> tuple[set[str], set[str]]:
+        """(threads changed, threads dropped) since the last call; a thread dropped then made
+        again is in both."""
+        changes = (self._touched, self._dropped)
+        self._touched, self._dropped = set(), set()
+        return changes
 
     def view(self, thread_id: str) -> ThreadView:
         if thread_id not in self.threads:
@@ -336,6 +350,7 @@ class ContextProjection:
             return False
         else:
             view = self.view(event.thread_id)
+        self._touched.add(view.thread_id)
         view.last_seq = event.seq
         view.memory_key = event.memory_key
         view.events += 1
@@ -387,6 +402,8 @@ class ContextProjection:
         """Forget every view of a deleted memory (all of a resource's threads in resource scope)."""
         for tid in [t for t, v in self.threads.items() if v.memory_key == memory_key or t == thread_id]:
             del self.threads[tid]
+            self._touched.discard(tid)
+            self._dropped.add(tid)
 
 
 def _apply_activation(view: ThreadView, event: Any) -> str:

@@ -14,6 +14,15 @@ Two positions are tracked for the HTTP side:
   default partitioner, so an event on partition p was caused by the input at (p, inputOffset)
   of the log.  A writer that knows the log position of its record can wait until the
   projection has applied every event caused by it or by a later input (`caught_up`).
+
+With a store (`om serve`: projections/store.py) the projection is persistent: `start` loads
+the views, the history's last `seq`s and the position, and reads on from the stored offsets, so
+a restart costs what was written since, not the whole topic.  Each consumed batch is one
+transaction (`_apply_batch`): its history rows, the views it changed, the memories' last `seq`s
+and the next offsets commit together, so after a crash the views and the position agree and
+the batch is read again, its events applied once.  A store whose source does not match the
+topic any more (partitions changed, or the topic was recreated and is shorter than the stored
+offsets) is emptied and rebuilt.
 """
 
 from __future__ import annotations
@@ -30,20 +39,33 @@ from omstream.topics import Topics, partitions_of
 
 from .context import ContextProjection
 from .history import EventHistory
+from .store import ReadModelStore
+from .stored_history import StoredHistory
 
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer
 
-__all__ = ["ProjectionFeed"]
+__all__ = ["Batch", "ProjectionFeed"]
 
 log = logging.getLogger("omstream.projection")
 
 
+#: One consumed batch: partition -> its records as (offset, value, Kafka timestamp).
+Batch = dict[int, list[tuple[int, bytes, int | None]]]
+
+
 class ProjectionFeed:
-    def __init__(self, settings: Settings, projection: ContextProjection | None = None) -> None:
+    """The projection and its history, fed from `<ns>.events`; in memory, or persistent with a
+    `store` (which the feed then owns: `stop` closes it)."""
+
+    def __init__(self, settings: Settings, projection: ContextProjection | None = None,
+                 store: ReadModelStore | None = None) -> None:
         self.settings = settings
         self.projection = projection or ContextProjection(time_zone=settings.om.time_zone)
-        self.history = EventHistory()  # every memory's events, for the live feed (projections/sse.py)
+        self.store = store
+        # Every memory's events, for the live feed (projections/sse.py).
+        self._stored = None if store is None else StoredHistory(store, {})
+        self.history: EventHistory = self._stored or EventHistory()
         self.changed = asyncio.Condition()
         self.ready = False  # True once every partition is read up to its end offset at start
         self.applied: dict[int, int] = {}  # partition -> highest inputOffset applied
@@ -54,18 +76,53 @@ class ProjectionFeed:
         from aiokafka import TopicPartition
 
         topic = Topics.of(self.settings).events
-        self._consumer = consumer = kafka.reader(self.settings, isolation_level="read_committed")
+        # earliest: a stored offset the topic's retention has passed reads on from what is left.
+        self._consumer = consumer = kafka.reader(self.settings, isolation_level="read_committed",
+                                                 auto_offset_reset="earliest")
         await consumer.start()
         layout = await partitions_of(self.settings.bootstrap, [topic])
         parts = [TopicPartition(topic, p) for p in layout.get(topic, [])]
         consumer.assign(parts)
-        await consumer.seek_to_beginning(*parts)
         self._ends = await consumer.end_offsets(parts) if parts else {}
+        stored = self._load(f"{topic}/{len(parts)}", {tp.partition: end for tp, end in self._ends.items()})
+        for tp in parts:
+            if tp.partition in stored:
+                consumer.seek(tp, stored[tp.partition])
+            else:
+                await consumer.seek_to_beginning(tp)
         await self._check_ready()
+
+    def _load(self, source: str, ends: dict[int, int]) -> dict[int, int]:
+        """The stored state into memory; the next offset to read per partition (none: from
+        the beginning)."""
+        store = self.store
+        if store is None:
+            return {}
+        positions, built_from = store.positions(), store.source()
+        # Another layout, or a topic recreated since (it ends before what was read).
+        if built_from is not None and (built_from != source or
+                                       any(offset > ends.get(p, 0) for p, (offset, _) in positions.items())):
+            store.reset(f"the store was built from {built_from}, the topic is now {source}")
+            positions, built_from = {}, None
+        if built_from is None:
+            with store.transaction():
+                store.set_source(source)
+        self.projection.threads.update(store.load_views(self.projection.time_zone))
+        last_seqs = store.last_seqs()
+        self.projection.last_seq.update(last_seqs)
+        assert self._stored is not None
+        self._stored.restore(last_seqs)
+        self.applied = {p: applied for p, (_, applied) in positions.items() if applied >= 0}
+        log.info("read model loaded", extra={
+            "path": str(store.path), "threads": len(self.projection.threads), "memories": len(last_seqs),
+            "positions": {str(p): offset for p, (offset, _) in positions.items()}})
+        return {p: offset for p, (offset, _) in positions.items()}
 
     async def stop(self) -> None:
         if self._consumer is not None:
             await self._consumer.stop()
+        if self.store is not None:
+            self.store.close()
 
     async def run(self) -> None:
         while True:
@@ -79,9 +136,8 @@ class ProjectionFeed:
     async def _read(self) -> None:
         assert self._consumer is not None
         batch = await self._consumer.getmany(timeout_ms=500, max_records=2000)
-        for tp, records in batch.items():
-            for record in records:
-                self._apply(tp.partition, record.value, record.timestamp)
+        self._apply_batch({tp.partition: [(r.offset, r.value, r.timestamp) for r in records]
+                           for tp, records in batch.items() if records})
         if not self.ready:
             await self._check_ready()
         if batch:
@@ -95,19 +151,43 @@ class ProjectionFeed:
                 return
         self.ready = True
 
-    def _apply(self, partition: int, value: bytes, timestamp: int | None = None) -> None:
+    def _apply_batch(self, batch: Batch) -> None:
+        """Apply one consumed batch; with a store, as one transaction (its steps below)."""
+        store = self.store
+        if store is None:
+            for partition, records in batch.items():
+                for _, value, timestamp in records:
+                    self._apply(partition, value, timestamp)
+            return
+        if not batch:
+            return
+        with store.transaction():
+            # Step 1: the events, into the views (in memory) and the history's rows.
+            memories = {key for partition, records in batch.items() for _, value, timestamp in records
+                        if (key := self._apply(partition, value, timestamp)) is not None}
+            # Step 2: the views they changed (dropped ones deleted).
+            store.write_views(self.projection)
+            # Step 3: the memories' last seqs, which make a re-read event a duplicate.
+            store.set_last_seqs({key: self.projection.last_seq[key] for key in memories})
+            # Step 4: the position the views are at: read on after this batch.
+            for partition, records in batch.items():
+                store.set_position(partition, records[-1][0] + 1, self.applied.get(partition, -1))
+
+    def _apply(self, partition: int, value: bytes, timestamp: int | None = None) -> str | None:
+        """Apply one event; its memory key, None for an unreadable one."""
         try:
             event = decode_event(value)
         except ValueError as exc:
             log.warning("unreadable event skipped", extra={"error": str(exc)[:300]})
-            return
+            return None
         self.projection.apply_event(event)
-        self.history.append(event, timestamp)
+        self.history.append(event, timestamp, value)
         if event.input_offset is not None:
             # An input's output is complete with its last event; before that, only the inputs
             # before it are (one record's events may arrive in separate fetches).
             done = event.input_offset if event.input_last else event.input_offset - 1
             self.applied[partition] = max(done, self.applied.get(partition, -1))
+        return str(event.memory_key)
 
     def caught_up(self, partition: int, offset: int) -> bool:
         """Whether every event caused by the log input at (partition, offset), or by a later

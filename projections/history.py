@@ -11,7 +11,9 @@ slow the projection or the other clients.
 so a live UI learns of the deletion); the last `seq` is kept, so an event re-sent after a worker
 crash cannot bring the deleted history back.
 
-In memory for now: `EventHistory` is the interface a persistent read model will implement.
+`EventHistory` keeps the events in memory (tests, one-off projections); `StoredHistory`
+(`projections/stored_history.py`) keeps them in the read model's store, for `om serve`.  Both
+share `append` and the subscribers; they differ in `_keep`, `_forget`, `since` and `memories`.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from omstream.schemas.parts import DataPart
 
 from .parts import data_part, frame_json
 
-__all__ = ["EventHistory", "HistoryEntry", "Subscription"]
+__all__ = ["EventHistory", "HistoryEntry", "Subscription", "entry_of"]
 
 
 @dataclass(frozen=True)
@@ -62,25 +64,31 @@ class Subscription:
             self.overflowed.set()
 
 
+def entry_of(event: Any, appended_ms: int | None = None) -> HistoryEntry:
+    """The history entry of a typed event: its data part, framed once."""
+    part = data_part(event)
+    return HistoryEntry(event.memory_key, event.seq, event.type, part, frame_json(part), appended_ms, event)
+
+
 class EventHistory:
     def __init__(self) -> None:
         self._events: dict[str, list[HistoryEntry]] = {}
         self._last_seq: dict[str, int] = {}
         self._subscribers: dict[str | None, set[Subscription]] = {}
 
-    def append(self, event: Any, appended_ms: int | None = None) -> HistoryEntry | None:
+    def append(self, event: Any, appended_ms: int | None = None, raw: bytes | None = None) -> HistoryEntry | None:
         """Keep one event of `<ns>.events` and hand it to the subscribers; None (and nothing
-        kept) for one already applied."""
+        kept) for one already applied.  `raw` is the event as read from the topic, when known
+        (a store keeps those bytes instead of encoding the event again)."""
         key, seq = event.memory_key, event.seq
         if seq <= self._last_seq.get(key, 0):
             return None
         self._last_seq[key] = seq
-        part = data_part(event)
-        entry = HistoryEntry(key, seq, event.type, part, frame_json(part), appended_ms, event)
+        entry = entry_of(event, appended_ms)
         if event.type == "om-memory-deleted":
-            self._events.pop(key, None)
+            self._forget(key)
         else:
-            self._events.setdefault(key, []).append(entry)
+            self._keep(entry, raw)
         for subscription in (*self._subscribers.get(key, ()), *self._subscribers.get(None, ())):
             subscription.offer(entry)
         return entry
@@ -88,6 +96,12 @@ class EventHistory:
     def extend(self, events: Iterable[Any]) -> None:
         for event in events:
             self.append(event)
+
+    def _keep(self, entry: HistoryEntry, raw: bytes | None) -> None:
+        self._events.setdefault(entry.memory_key, []).append(entry)
+
+    def _forget(self, memory_key: str) -> None:
+        self._events.pop(memory_key, None)
 
     def since(self, memory_key: str, seq: int = 0) -> list[HistoryEntry]:
         """The memory's kept events after `seq`, in order."""

@@ -51,6 +51,7 @@ from .dashboard import dashboard_routes
 from .errors import AccessLog, api_error, json_errors
 from .feed import ProjectionFeed
 from .sse import feed_routes
+from .store import open_store
 
 __all__ = ["ListenError", "build_web_app", "serve"]
 
@@ -66,10 +67,11 @@ class ListenError(OmError, OSError):
 
 class Versions:
     """The projection of each version a reader asked for: the served one, and others built on
-    their first request and followed from then on."""
+    their first request and followed from then on (`persistent`: each in its own store)."""
 
-    def __init__(self, feed: ProjectionFeed) -> None:
+    def __init__(self, feed: ProjectionFeed, persistent: bool = False) -> None:
         self.served = feed
+        self.persistent = persistent
         self._others: dict[str, tuple[ProjectionFeed, asyncio.Task[None]]] = {}
         self._lock = asyncio.Lock()
 
@@ -89,7 +91,7 @@ class Versions:
                 topic = Topics.of(other).events
                 if not (await partitions_of(settings.bootstrap, [topic])).get(topic):
                     return None
-                feed = ProjectionFeed(other)
+                feed = ProjectionFeed(other, store=open_store(other) if self.persistent else None)
                 await feed.start()
                 self._others[version] = (feed, asyncio.create_task(feed.run()))
         feed = self._others[version][0]
@@ -215,11 +217,14 @@ async def serve(settings: Settings, on_ready: Callable[[str], None] | None = Non
     """Run the projection feed and the HTTP server until cancelled.
 
     The port is bound first, so a taken one fails before any broker round trip (`ListenError`);
-    `on_ready(url)` is called once the server listens and the feed reads the topics.
+    `on_ready(url)` is called once the server listens and the feed reads the topics.  The
+    projection is kept in the data directory (projections/store.py): a restart loads it and
+    reads on from where it stopped.
     """
     tokens = token_table(settings)  # refuses a network address without tokens, before anything
-    feed = ProjectionFeed(settings)
-    versions = Versions(feed)
+    # The read model persists in the data directory: a restart reads only what is new.
+    feed = ProjectionFeed(settings, store=open_store(settings))
+    versions = Versions(feed, persistent=True)
     runner = web.AppRunner(build_web_app(feed, versions, tokens), access_log_class=AccessLog)
     await runner.setup()
     task: asyncio.Task[None] | None = None

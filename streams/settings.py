@@ -48,8 +48,8 @@ from omstream.limits import Limits
 from omstream.schemas.config import OmConfig, OmConfigError, Problem, load_om_config
 from omstream.schemas.errors import OmError
 
-__all__ = ["LIVE", "ROLES", "VERSION_NAME", "Settings", "SettingsError", "env_problems", "file_problems",
-           "load_settings", "read_config_file", "versioned_name"]
+__all__ = ["LIVE", "NAMESPACE_NAME", "ROLES", "VERSION_NAME", "Settings", "SettingsError", "env_problems",
+           "file_problems", "load_settings", "read_config_file", "versioned_name"]
 
 ENV_PREFIX = "OM_"
 CONFIG_ENV = "OM_CONFIG"
@@ -168,7 +168,7 @@ _KINDS: dict[str, str] = {f.name: str(f.type) for f in fields(Settings) if f.nam
 _KIND_WORDS = {"int": "an integer", "float": "a number", "str": "a string", "Path": "a path (a string)",
                "TokenGrants": "tokens"}
 # Kafka's legal topic characters: the namespace prefixes every topic name.
-_NAMESPACE = re.compile(r"[A-Za-z0-9._-]{1,200}")
+NAMESPACE_NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
 VERSION_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,47}")
 
 
@@ -237,7 +237,7 @@ def _from_text(kind: str, raw: str) -> Any:
 
 def _out_of_range(name: str, value: Any) -> str | None:
     """Why a well-typed value still cannot work, or None."""
-    if name == "namespace" and not _NAMESPACE.fullmatch(value):
+    if name == "namespace" and not NAMESPACE_NAME.fullmatch(value):
         return f"use letters, digits, '.', '_' or '-' (it prefixes every topic name), got {value!r}"
     if name == "version" and not VERSION_NAME.fullmatch(value):
         return (f"use lower-case letters, digits, '_' or '-' (at most 48, starting with a letter or "

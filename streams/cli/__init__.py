@@ -18,6 +18,7 @@
     om versions                memory versions and their figures
     om diff A B --thread T     two versions' context windows (exit 1 when they differ)
     om switch NAME | drop NAME the version readers serve by default; delete a version
+    om repartition --to NS --partitions M   copy the log into namespace NS with M partitions
 
 `--config` and `--log-level` go before or after the command (`om --config X worker` or
 `om worker --config X`); `om simulate --config` names its observationalMemory options.
@@ -28,7 +29,8 @@ read (`om produce`, `om simulate`) or a thread with nothing to export is exit st
 
 One module per command group: `broker` (broker, topics), `servers` (worker, serve),
 `conversations` (produce, export), `tail`, `manual` (observe, reflect, title), `offline`
-(simulate, schema, config), `model`, `versions` (replay, versions, diff, switch, drop) and `demo`;
+(simulate, schema, config), `model`, `versions` (replay, versions, diff, switch, drop),
+`repartition` and `demo`;
 `app` builds the parser and runs a command.
 """
 

@@ -186,6 +186,7 @@ def cmd_switch(args: argparse.Namespace) -> int:
 
 
 def cmd_drop(args: argparse.Namespace) -> int:
+    from ..projections.store import store_dir
     from ..settings import LIVE
     from ..versions import read_registry
     from ..versions.drop import drop_version
@@ -205,6 +206,8 @@ def cmd_drop(args: argparse.Namespace) -> int:
             return 1
     gone = asyncio.run(drop_version(settings))
     shutil.rmtree(settings.data_dir / "worker" / settings.app_id, ignore_errors=True)
+    # `om serve`'s read model of it too: a version made again under this name starts over.
+    shutil.rmtree(store_dir(settings), ignore_errors=True)
     print(f"dropped {args.name!r}: {', '.join(gone) or 'no topics'}; its group and local state")
     return 0
 

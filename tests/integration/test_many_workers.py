@@ -370,6 +370,8 @@ def test_many_workers_under_kills_keep_every_memory(new_env):
     cycles = sum(len(v) for v in spans.values())
     # Fetches that came back past records never delivered, read again (`WorkerConsumer._hand_over`).
     reread = sum(p.worker.tail(10**9).count("records were fetched and not delivered") for p in many.processes.values())
+    # Fetches that came back before the new owner's seek to the committed offset, dropped.
+    early = sum(p.worker.tail(10**9).count("records fetched before the seek") for p in many.processes.values())
     lost = len(checked["many"]["lost"]) + len(checked["calm"]["lost"])
     twice = len(checked["many"]["twice"]) + len(checked["calm"]["twice"])
     print(f"\nmany workers: {len(THREADS)} threads x {PER_THREAD} messages with steps on {PARTITIONS} partitions, "
@@ -377,7 +379,7 @@ def test_many_workers_under_kills_keep_every_memory(new_env):
           f"{len(moved)}/{len(THREADS)} (mid-cycle {len(mid_cycle)}), kills {len(many.kills)} "
           f"({many.mid_cycle_kills} with a cycle open: {', '.join(many.kills)}), results "
           f"{len(results)} of {len(sent)} jobs, results that crossed workers {crossed}, blocking cycles "
-          f"{cycles}, fetches read again {reread}, lost={lost} duplicated={twice}, windows equal to the calm run "
+          f"{cycles}, fetches read again {reread}, fetches before the seek dropped {early}, lost={lost} duplicated={twice}, windows equal to the calm run "
           f"{len(THREADS) - len(differing)}/{len(THREADS)}, states equal {len(THREADS) - len(unequal)}/{len(THREADS)}, "
           f"settled {figures['settled_at']:.1f}s, wall {time.monotonic() - started:.1f}s")
     for step in many.steps:

@@ -154,7 +154,7 @@ async def test_serve_announces_itself_only_once_bound(monkeypatch):
     from omstream.settings import Settings
 
     class Feed:
-        def __init__(self, settings):
+        def __init__(self, settings, **options):  # options: the read model's store
             self.projection, self.ready = type("P", (), {"threads": {}})(), False
 
         async def start(self):

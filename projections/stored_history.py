@@ -1,0 +1,44 @@
+"""`EventHistory` kept in the read model's store instead of in memory (`om serve`).
+
+Same contract as `EventHistory` (projections/history.py): `append` applies each `(memoryKey,
+seq)` once and hands it to the subscribers, `since` replays a memory after a `seq`, and
+`om-memory-deleted` deletes the memory's rows but keeps its last `seq`.  Only the last `seq` per
+memory and the subscribers stay in memory; `since` reads the rows and decodes the events again
+(`omstream.schemas.codec`), so a replay costs what it reads, not what the history holds.  Rows
+are written inside the feed's batch transaction (projections/feed.py), with the views and the
+position they belong to.
+"""
+
+from __future__ import annotations
+
+from omstream.schemas.codec import decode_event, encode
+
+from .history import EventHistory, HistoryEntry, entry_of
+from .store import ReadModelStore
+
+__all__ = ["StoredHistory"]
+
+
+class StoredHistory(EventHistory):
+    def __init__(self, store: ReadModelStore, last_seqs: dict[str, int] | None = None) -> None:
+        super().__init__()
+        self.store = store
+        self._last_seq = dict(last_seqs) if last_seqs is not None else store.last_seqs()
+
+    def restore(self, last_seqs: dict[str, int]) -> None:
+        """The last seqs read back from the store when the feed starts (the subscribers stay)."""
+        self._last_seq = dict(last_seqs)
+
+    def _keep(self, entry: HistoryEntry, raw: bytes | None) -> None:
+        self.store.add_event(entry.memory_key, entry.seq, entry.type, entry.appended_ms,
+                             raw if raw is not None else encode(entry.event))
+
+    def _forget(self, memory_key: str) -> None:
+        self.store.forget_events(memory_key)
+
+    def since(self, memory_key: str, seq: int = 0) -> list[HistoryEntry]:
+        return [entry_of(decode_event(value), appended_ms)
+                for _, appended_ms, value in self.store.events_since(memory_key, seq)]
+
+    def memories(self) -> list[str]:
+        return self.store.memories()

@@ -1,0 +1,85 @@
+"""`om repartition`: the namespace's input log copied into a new namespace with more (or fewer)
+partitions, to fold there and switch to (README "Growing the partition count").
+
+    om repartition --to NEW --partitions M [--exit-when-caught-up]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import TYPE_CHECKING
+
+import orjson
+
+from .common import EXIT_INTERRUPTED, CommandMaker, settings_of
+
+if TYPE_CHECKING:
+    from ..repartition import RepartitionProgress
+
+__all__ = ["add_commands"]
+
+
+def _namespace(text: str) -> str:
+    from ..settings import NAMESPACE_NAME
+
+    if not NAMESPACE_NAME.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"use letters, digits, '.', '_' or '-' (it prefixes every topic name), "
+                                         f"got {text!r}")
+    return text
+
+
+def _partitions(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a partition count of 1 or more, got {text!r}")
+    return int(text)
+
+
+def cmd_repartition(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from ..logs import setup_logging
+    from ..repartition import repartition
+
+    setup_logging(args.log_level.upper())
+    settings = settings_of(args)
+    bar = tqdm(unit="rec", disable=None, file=sys.stderr, dynamic_ncols=True)
+    last: list[RepartitionProgress] = []
+
+    def show(f: RepartitionProgress) -> None:
+        last[:] = [f]
+        bar.total, bar.n = f.total, f.position
+        bar.set_postfix_str(f"copied={f.copied} skipped={f.skipped} cache={f.cache_copied} "
+                            f"{f.records_per_s:.0f} rec/s" + (" caught up, following" if f.caught_up else ""),
+                            refresh=True)
+
+    try:
+        result = asyncio.run(repartition(settings, args.to, args.partitions,
+                                         exit_when_caught_up=args.exit_when_caught_up, progress=show))
+    except KeyboardInterrupt:
+        bar.close()
+        if last:
+            print(orjson.dumps(last[0].to_json(), option=orjson.OPT_INDENT_2).decode())
+        print(f"om repartition: stopped; the same command resumes the copy into {args.to!r} "
+              "(--exit-when-caught-up to finish at the source's end)", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        bar.close()
+    print(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2).decode())
+    return 0
+
+
+def add_commands(command: CommandMaker) -> None:
+    p = command("repartition", help="copy the input log into a new namespace with another partition count",
+                description="Copy this namespace's input log (and model-result cache) into namespace TO, "
+                "created with PARTITIONS partitions, each record under its memory key so it lands on its "
+                "memory's new partition, in order; then keep copying what is produced until Ctrl-C. "
+                "Run it again to resume. Workers of TO (same OM_RESULT_KEY, OM_PARTITIONS=PARTITIONS) "
+                "refold the memories without model calls; see README 'Growing the partition count'.")
+    p.add_argument("--to", required=True, type=_namespace, metavar="NAMESPACE",
+                   help="the new namespace (empty, or this copy's)")
+    p.add_argument("--partitions", required=True, type=_partitions, help="its partition count")
+    p.add_argument("--exit-when-caught-up", action="store_true",
+                   help="stop once the source's end is copied (default: keep following it)")
+    p.set_defaults(func=cmd_repartition)
