@@ -1,9 +1,10 @@
-"""Faust's app, topic and consumer, repaired where they could lose or skip a record.
+"""Faust's app, topic, consumer and table manager, repaired where they could lose or skip a record.
 
 The chaos test (SIGKILLs of the worker, a broker restart) found records lost at every worker
-start and offsets committed past records nothing handled; each repair below says what Faust
-does and why it is wrong for the worker.  `tests/unit/worker/test_consumer_commits.py` pins each one
-against plain Faust.  The consumer also hands the input log over a fetch at a time
+start and offsets committed past records nothing handled, and the many-workers test a standby
+copy of the state table with a hole; each repair below says what Faust does and why it is wrong
+for the worker.  `tests/unit/worker/test_consumer_commits.py` and `test_standby_recovery.py` pin
+them against plain Faust.  The consumer also hands the input log over a fetch at a time
 (`WorkerApp.taps`, `omstream.backlog.Intake`), which is what lets the fold agent read ahead.
 """
 
