@@ -40,7 +40,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -219,10 +219,9 @@ class Row:
     standby: int
     case: str
     partitions: list[int]
-    slowest: float | None
-    fastest: float | None
-    read: int
-    notes: list[str] = field(default_factory=list)
+    slowest: float  # seconds from the kill to the first new event, the slowest partition
+    fastest: float
+    read: int  # changelog records the new owner read to restore the partitions
 
 
 class Namespace:
@@ -234,12 +233,11 @@ class Namespace:
         config = root / "om.toml"
         config.write_text(CONFIG.format(namespace=f"tk{uuid.uuid4().hex[:8]}", bootstrap=broker.bootstrap,
                                         partitions=PARTITIONS, data=root / "data"))
-        base = load_settings(config, env={"OM_STANDBY_REPLICAS": str(standby)})
-        self.settings = base
-        self.env_standby = {"OM_STANDBY_REPLICAS": str(standby)}
-        self.workers = {n: Worker(n, replace(base, role="fold", data_dir=root / f"data-{n}"), root / f"{n}.log")
-                        for n in "AB"}
-        self.models = replace(base, role="models", data_dir=root / "data-models")
+        self.env_standby = {"OM_STANDBY_REPLICAS": str(standby)}  # what each worker is started with
+        self.settings = load_settings(config, env=self.env_standby)
+        self.workers = {n: Worker(n, replace(self.settings, role="fold", data_dir=root / f"data-{n}"),
+                                  root / f"{n}.log") for n in "AB"}
+        self.models = replace(self.settings, role="models", data_dir=root / "data-models")
         self.procs: list[Any] = []
 
     async def start(self) -> None:
@@ -262,9 +260,9 @@ class Namespace:
         log = Topics(self.settings.namespace).log
         deadline = time.monotonic() + timeout
         while True:
-            found = [w.assignment(log) for w in self.workers.values()]
-            if all(found) and len({g for g, _ in found}) == 1 and sorted(  # type: ignore[misc]
-                    p for _, ps in found for p in ps) == list(range(PARTITIONS)):  # type: ignore[misc]
+            found = [a for w in self.workers.values() if (a := w.assignment(log)) is not None]
+            if (len(found) == len(self.workers) and len({g for g, _ in found}) == 1
+                    and sorted(p for _, parts in found for p in parts) == list(range(PARTITIONS))):
                 return
             for w in self.workers.values():
                 if w.proc.poll() is not None:
@@ -290,8 +288,9 @@ async def expel(settings: Settings, member: str) -> None:
 
 
 async def takeover(ns: Namespace, events: Events, case: str, *, expelled: bool = False,
-                   restart: bool | None = None, timeout: float = 90.0) -> Row:
-    """Kill A as `case` says; until every partition it had shows a new event."""
+                   restart: bool = False, timeout: float = 90.0) -> Row:
+    """Kill A as `case` says (`restart`: started again at once under its instance id); until
+    every partition it had shows a new event."""
     a, b = ns.workers["A"], ns.workers["B"]
     log = Topics(ns.settings.namespace).log
     assignment = a.assignment(log)
@@ -304,15 +303,15 @@ async def takeover(ns: Namespace, events: Events, case: str, *, expelled: bool =
     events.watch(killed)
     if expelled and member:
         await expel(ns.settings, member)
-    if restart is not None:
-        ns._start(a, instance=restart)
+    if restart:
+        ns._start(a, instance=True)
     deadline = time.monotonic() + timeout
     while not all(p in events.first for p in moved):
         if time.monotonic() > deadline:
             raise RuntimeError(f"{case}: partitions {moved} without a new event after {timeout:.0f} s")
         await asyncio.sleep(0.05)
     waits = [events.first[p] - killed for p in moved]
-    owner = a if restart is not None else b
+    owner = a if restart else b
     read = owner.recovered(lines[owner.name])
     row = Row(ns.standby, case, moved, max(waits), min(waits), sum(read.get(p, 0) for p in moved))
     progress(f"standby {ns.standby}, {case}: partitions {moved} back in {row.fastest:.2f}-{row.slowest:.2f} s, "
@@ -364,7 +363,7 @@ async def run_namespace(root: Path, broker: Broker, standby: int, memories: int,
                     await ns.covered(case)
                     await folding(ns, events, lead)
                     rows.append(await takeover(ns, events, case, **how))
-                    if how.get("restart") is None:
+                    if not how.get("restart"):
                         ns._start(ns.workers["A"], instance=False)
                 await ns.covered("the end")
             finally:
