@@ -17,8 +17,8 @@ Environment variables override the file: `OM_NAMESPACE`, `OM_BOOTSTRAP`, `OM_PAR
 limits `OM_MAX_RECORD_BYTES`, `OM_MAX_DEPTH`, `OM_MAX_PARTS`, `OM_MAX_TEXT_CHARS`,
 `OM_MAX_CLOCK_SKEW_MS`, `OM_MAX_HELD` (see `omstream.limits` for their defaults), the model
 agents' `OM_JOB_DEADLINE_MS`, the fold agent's `OM_BATCH_MAX`, `OM_MEMORY_BATCH_MAX`,
-`OM_BATCH_WAIT_MS` and `OM_STATE_CACHE`, the worker's `OM_INSTANCE_ID` and `OM_ROLE`, the local model's
-`OM_MODEL_DIR`, `OM_LOCAL_SLOTS` and `OM_LOCAL_CONTEXT`, the memory version
+`OM_BATCH_WAIT_MS` and `OM_STATE_CACHE`, the worker's `OM_INSTANCE_ID`, `OM_STANDBY_REPLICAS`
+and `OM_ROLE`, the local model's `OM_MODEL_DIR`, `OM_LOCAL_SLOTS` and `OM_LOCAL_CONTEXT`, the memory version
 `OM_VERSION` with its `OM_FOLD_MODE` and `OM_ONLY_THREADS`, the web server's tokens
 `OM_API_TOKENS` and `OM_API_TOKENS_FILE` (`omstream.api_tokens` has their form), and
 `OM_CONFIG` names the file.
@@ -110,6 +110,10 @@ class Settings:
     # takes its partitions back at once instead of after the session timeout.  Give each worker
     # of a namespace its own; empty: dynamic membership.
     instance_id: str = ""
+    # How many other fold workers keep a copy of each partition's state table up to date (Faust's
+    # table_standby_replicas): one of them takes a dead worker's partition over without reading
+    # its changelog (README "Scaling out" has the takeover times, measured).  0: none.
+    standby_replicas: int = 1
     # What `om worker` runs (`omstream.worker.roles`): "all" (the fold and model agents in one
     # process), "fold" (the fold agent alone: no litellm, no local model) or "models" (the model
     # agents alone: no state table, the input log not consumed).
@@ -253,7 +257,8 @@ def _out_of_range(name: str, value: Any) -> str | None:
         return f"must be at least 1, got {value!r}"
     if name in _AT_LEAST_ONE and value < 1:
         return f"must be at least 1, got {value!r}"
-    if name in ("model_retries", "retry_base_ms", "max_clock_skew_ms", "batch_wait_ms", "state_cache") and value < 0:
+    if name in ("model_retries", "retry_base_ms", "max_clock_skew_ms", "batch_wait_ms", "state_cache",
+                "standby_replicas") and value < 0:
         return f"must not be negative, got {value!r}"
     if name == "local_context" and value < 2048:
         return f"must be at least 2048 tokens, got {value!r}"

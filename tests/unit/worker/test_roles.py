@@ -29,6 +29,7 @@ def build(tmp_path: Path, role: str, extra: str = "") -> str:
         print("topics", topics)
         print("tables", sorted(app.tables))
         print("group", app.conf.id)
+        print("table manager", type(app.tables).__name__)
         if {role!r} == "fold":  # "auto" attachments: litellm's table, read in a child process
             from omstream.worker.capability import takes_attachments_apart
             print("vision", takes_attachments_apart("openai/gpt-4o"), takes_attachments_apart("local/qwen2.5-1.5b"))
@@ -43,6 +44,7 @@ def test_a_fold_worker_folds_alone_and_never_imports_litellm(tmp_path):
     out = build(tmp_path, "fold")
     assert "agents ['fold']" in out and "topics ['roles.log']" in out
     assert "tables ['state']" in out and "group omstream-roles\n" in out
+    assert "table manager WorkerTableManager" in out  # standby copies without holes
     assert "vision True False" in out and "litellm False" in out
 
 
