@@ -42,19 +42,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench.e2e import (
-    RESULT_KEY,
-    BenchError,
-    Conversation,
-    Env,
-    EventTimes,
-    Options,
-    _ints,
-    progress,
-    start_env,
-    throughput_run,
-    wait_for,
-)
+from bench.e2e import _ints
+from bench.e2e_env import RESULT_KEY, BenchError, Env, Options, progress, start_env
+from bench.e2e_runs import Conversation, throughput_run
+from bench.e2e_timing import EventTimes, wait_for
 from omstream.client import OmClient
 from omstream.processes import start_child, stop_child
 from omstream.schemas.config.agents import ObservationConfig

@@ -35,7 +35,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.e2e import Conversation, Options
+from bench.e2e_env import Options
+from bench.e2e_runs import Conversation
 
 HERE = Path(__file__).resolve().parent / "original"
 

@@ -33,7 +33,7 @@ from omstream.repartition import repartition
 from omstream.settings import load_settings
 from omstream.topics import ensure_topics
 
-from .e2e import CONFIG
+from .e2e_env import CONFIG
 from .replay import produce
 
 

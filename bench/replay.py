@@ -47,7 +47,7 @@ from omstream.settings import load_settings
 from omstream.topics import ensure_topics
 from omstream.versions.replay import ReplayProgress, replay
 
-from .e2e import Options, config_text
+from .e2e_env import Options, config_text
 from .fold_bench import make_bodies
 
 

@@ -61,7 +61,7 @@ from omstream.schemas.messages import Message
 from omstream.settings import Settings, load_settings
 from omstream.topics import Topics, ensure_topics
 
-from .e2e import CONFIG
+from .e2e_env import CONFIG
 from .fold_bench import REFLECT_KINDS, make_bodies
 
 T0 = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)

@@ -11,7 +11,8 @@ import pytest
 
 from bench import __main__ as bench_all
 from bench import model_bound, original
-from bench.e2e import Options, _parser, config_text, options_from, worker_roles
+from bench.e2e import _parser, options_from
+from bench.e2e_env import Options, config_text, worker_roles
 from omstream.settings import load_settings
 
 ORIGINAL = {"node": "v20", "versions": {"@mastra/memory": "1.31.0"}, "message_tokens": 3000, "runs": [

@@ -85,7 +85,8 @@ def test_e2e_help_exits_0():
 
 
 def test_e2e_options_quick_then_explicit():
-    from bench.e2e import Options, _parser, options_from
+    from bench.e2e import _parser, options_from
+    from bench.e2e_env import Options
 
     assert options_from(_parser().parse_args([])) == Options()
     quick = options_from(_parser().parse_args(["--quick", "--loads", "50,70", "--counter", "tiktoken"]))
@@ -96,7 +97,7 @@ def test_e2e_options_quick_then_explicit():
 
 
 def test_e2e_percentile():
-    from bench.e2e import Latency, percentile
+    from bench.e2e_stats import Latency, percentile
 
     assert percentile([], 50) is None
     assert percentile([7.0], 99) == 7.0
@@ -108,7 +109,7 @@ def test_e2e_percentile():
 
 
 def test_e2e_state_bytes_latest_value_per_key_and_tombstones():
-    from bench.e2e import live_sizes, memory_state_bytes
+    from bench.e2e_stats import live_sizes, memory_state_bytes
 
     sizes = live_sizes([
         (b"thread:t1", b"x" * 10),           # overwritten below
@@ -126,7 +127,7 @@ def test_e2e_state_bytes_latest_value_per_key_and_tombstones():
 
 
 def test_e2e_matches_statuses_and_activations_in_fold_order():
-    from bench.e2e import message_status_times, step_times
+    from bench.e2e_stats import message_status_times, step_times
 
     seen = [
         ("accepted", "m0", 1.0), ("status", None, 1.1),       # a per-message check
@@ -142,7 +143,7 @@ def test_e2e_matches_statuses_and_activations_in_fold_order():
 
 
 def test_e2e_worker_rss_reads_the_process_group(tmp_path):
-    from bench.e2e import worker_rss_kb
+    from bench.e2e_stats import worker_rss_kb
 
     def fake(pid: int, name: str, pgrp: int, rss: int) -> None:
         (tmp_path / str(pid)).mkdir()
