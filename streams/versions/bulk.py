@@ -40,7 +40,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import orjson
+
 from omstream.engine.fold import EngineConfig, addressed
 from omstream.models.cache import ResultCache, answer_from
 from omstream.schemas.jobs import ModelJob, ModelResult
@@ -54,7 +54,7 @@ from ..topics import Topics, memory_partition, partitions_of
 from ..worker.folding import FoldContext
 from ..worker.model_agent import answer_job, count_call, log_model_call
 from ..worker.sending import OutputRecord
-from .bulk_fold import BulkFold, Record
+from .bulk_fold import BulkFold, Record, folds_as_live
 from .stats import WorkerStats, stats_path
 
 if TYPE_CHECKING:
@@ -287,20 +287,14 @@ async def _positions(consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> d
 async def _deferred(consumer: AIOKafkaConsumer, tps: list[TopicPartition], starts: dict[TopicPartition, int],
                     ends: dict[TopicPartition, int], version: str) -> dict[int, set[bytes]]:
     """Per partition, the memories whose history has a record the fold applies while a cycle is
-    in flight: a deletion, or a result of this version (`bulk_fold`); then back to `starts`.
-
-    Read on the raw bytes, never decoded: a record that merely names a deletion (a message
-    about one) only makes its memory fold as live, which is exact, just slower.  Results are
-    written by the model agents alone, as orjson writes them, so their version reads as such."""
-    own = b'"version":' + orjson.dumps(version)
+    in flight (`bulk_fold.folds_as_live`); then back to `starts`."""
     found: dict[int, set[bytes]] = {tp.partition: set() for tp in tps}
     waiting = [tp for tp in tps if starts[tp] < ends[tp]]
     while waiting:
         fetched = await consumer.getmany(*waiting, timeout_ms=500, max_records=_FETCH_RECORDS)
         for tp, records in fetched.items():
             for r in records:
-                value = r.value or b""
-                if r.offset < ends[tp] and (b"-deleted" in value or (b"model-result" in value and own in value)):
+                if r.offset < ends[tp] and folds_as_live(r.value, version):
                     found[tp.partition].add(r.key or b"")
         waiting = [tp for tp in waiting if await consumer.position(tp) < ends[tp]]
     for tp in tps:

@@ -36,6 +36,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import orjson
+
 from omstream.engine.fold import Input, addressed, holds
 from omstream.schemas.codec import DecodeFailure, decode_input, encode
 from omstream.schemas.jobs import ModelResult
@@ -45,7 +47,7 @@ from ..signing import HEADER, sign
 from ..worker.folding import MAX_OUTPUT_BYTES, FoldContext, Outcome, fold_record
 from ..worker.sending import OutputRecord
 
-__all__ = ["Answers", "BulkFold", "Record"]
+__all__ = ["Answers", "BulkFold", "Record", "folds_as_live"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,17 @@ class Record:
     value: bytes | None
     headers: Sequence[tuple[str, bytes]] | None
     timestamp: float | None
+
+
+def folds_as_live(value: bytes | None, version: str) -> bool:
+    """Whether a log record makes its memory fold as live (`deferred`): a deletion, or a result
+    of `version`.
+
+    Read on the raw bytes, never decoded: a record that merely names a deletion (a message
+    about one) only makes its memory fold as live, which is exact, just slower.  Results are
+    written by the model agents alone, as orjson writes them, so their version reads as such."""
+    raw = value or b""
+    return b"-deleted" in raw or (b"model-result" in raw and b'"version":' + orjson.dumps(version) in raw)
 
 
 class Answers(Protocol):

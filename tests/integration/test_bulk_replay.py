@@ -31,8 +31,14 @@ from omstream.topics import Topics
 from omstream.versions.watch import Watch
 from tests.integration.options import om_options
 from tests.integration.support import final_states
-from tests.integration.test_replay import conversation, distinct, events_by_memory, first_difference, \
-    run_replay, without_positions
+from tests.integration.test_replay import (
+    conversation,
+    distinct,
+    events_by_memory,
+    first_difference,
+    run_replay,
+    without_positions,
+)
 
 pytestmark = pytest.mark.integration
 
