@@ -40,7 +40,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-
 from omstream.engine.fold import EngineConfig, addressed
 from omstream.models.cache import ResultCache, answer_from
 from omstream.schemas.jobs import ModelJob, ModelResult
