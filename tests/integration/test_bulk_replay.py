@@ -99,7 +99,19 @@ def test_bulk_replay_equals_the_worker_replay_and_hands_over(new_env):
                             stderr=(env.root / "bulk.err").open("w"), text=True)
     try:
         during = asyncio.run(talk_during(settings, replace(settings, version="bulk")))
-        out, _ = proc.communicate(timeout=240)
+        try:
+            out, _ = proc.communicate(timeout=150)
+        except subprocess.TimeoutExpired:
+            async def where():
+                w = Watch(replace(settings, version="bulk"))
+                await w.start()
+                p = await w.positions()
+                committed = await w._admin.list_consumer_group_offsets(w.settings.app_id)
+                ends = await w._consumer.end_offsets(w._tps)
+                await w.stop()
+                return p, committed, ends
+            print("STUCK", asyncio.run(where()))
+            raise
     finally:
         proc.kill()
     assert proc.returncode == 0, (env.root / "bulk.err").read_text()[-3000:]
