@@ -57,6 +57,7 @@ class WorkerConsumer(faust.transport.drivers.aiokafka.Consumer):
         self._holding: dict[TP, int] = {}  # the committed offset a hole was last logged at
         self._reread: dict[TP, int] = {}  # the offset a jump was last read again from
         self._sought: dict[TP, int] = {}  # the generation a partition was last sought to its committed offset in
+        self._dropped: set[TP] = set()  # partitions a fetch was dropped of, before they were marked sought
 
     async def _wait_next_records(self, timeout: float) -> tuple[Mapping[TP, list[Any]] | None, set[TP] | None]:
         """A fetch, with the records of a tapped topic (`WorkerApp.taps`) taken out and handed
@@ -96,6 +97,7 @@ class WorkerConsumer(faust.transport.drivers.aiokafka.Consumer):
         if self._sought.get(tp) != self.app.consumer_generation_id:
             log.info("records fetched before the seek to the committed offset: read again after it", extra={
                 "topic": tp.topic, "partition": tp.partition, "fetched": fetched[0].offset if fetched else None})
+            self._dropped.add(tp)
             return
         read = self._read_offset[tp]
         messages: list[Any] = []
@@ -152,6 +154,14 @@ class WorkerConsumer(faust.transport.drivers.aiokafka.Consumer):
         for tp in self.assignment():  # not the changelogs: nothing acks or commits them
             if self._committed_offset[tp] is None and self.app.topics.acks_enabled_for(tp.topic):
                 self._committed_offset[tp] = await self.position(tp)
+        # A fetch that came between a partition's seek and the end of the others' was dropped
+        # too, and the client's position had moved past it: nothing read it again and the
+        # partition stalled (a bulk replay's worker taking over, records arriving meanwhile).
+        dropped, self._dropped = self._dropped & self.assignment(), set()
+        for tp in dropped:
+            committed = self._committed_offset[tp]
+            if committed is not None:
+                await self.seek(tp, committed)
 
 
 class WorkerConsumerThread(faust.transport.drivers.aiokafka.AIOKafkaConsumerThread):

@@ -130,17 +130,54 @@ def test_a_fetch_before_the_seek_to_the_committed_offset_is_read_again_after_it(
     async def committed():
         return {PART: 90}
 
+    sought = []
+
+    async def seek(tp, offset):
+        sought.append((tp, offset))
+
     consumer._to_message = lambda tp, r: record(consumer, r.offset)
     consumer.seek_to_committed = committed
+    consumer.seek = seek
     consumer.assignment = lambda: {PART}
     consumer.app.consumer_generation_id = 3
     consumer._read_offset[PART] = None
     asyncio.run(consumer._hand_over(PART, [SimpleNamespace(offset=o) for o in (135, 136)], tap))
     assert handed == []
     asyncio.run(consumer.perform_seek())
+    assert sought == [(PART, 90)]  # sought there again: harmless
     asyncio.run(consumer._hand_over(PART, [SimpleNamespace(offset=o) for o in (90, 91)], tap))
     assert handed == [90, 91]
     # The next rebalance: nothing again until that generation's seek.
     consumer.app.consumer_generation_id = 4
     asyncio.run(consumer._hand_over(PART, [SimpleNamespace(offset=92)], tap))
     assert handed == [90, 91]
+
+
+def test_a_fetch_dropped_while_the_partitions_are_sought_is_read_again(consumer):
+    # The fetch from the committed offset can come after the partition's seek and before the
+    # seek of the others has ended: dropped, and the client's position past it, the partition
+    # stalled (a bulk replay's worker taking over while records kept arriving).
+    import asyncio
+    from types import SimpleNamespace
+
+    handed, sought = [], []
+
+    async def tap(messages):
+        handed.extend(m.offset for m in messages)
+
+    async def committed():
+        await consumer._hand_over(PART, [SimpleNamespace(offset=o) for o in (90, 91)], tap)
+        return {PART: 90}
+
+    async def seek(tp, offset):
+        sought.append((tp, offset))
+
+    consumer._to_message = lambda tp, r: record(consumer, r.offset)
+    consumer.seek_to_committed = committed
+    consumer.seek = seek
+    consumer.assignment = lambda: {PART}
+    consumer.app.consumer_generation_id = 3
+    asyncio.run(consumer.perform_seek())
+    assert handed == [] and sought == [(PART, 90)]
+    asyncio.run(consumer.perform_seek())  # nothing dropped since: no seek again
+    assert sought == [(PART, 90)]
