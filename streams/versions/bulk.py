@@ -107,11 +107,10 @@ class CachedAnswers:
     """`Answers` from the result cache, or from the model (the model agent's code, one call at a
     time); every new answer cached as the model agent caches it."""
 
-    def __init__(self, settings: Settings, config: EngineConfig, cache: ResultCache, key: bytes,
+    def __init__(self, settings: Settings, config: EngineConfig, cache: ResultCache,
                  send: Callable[[Sequence[OutputRecord], list[tuple[str, bytes]]], Awaitable[None]],
                  stats: WorkerStats) -> None:
         self.settings, self.config, self.cache, self._send, self.stats = settings, config, cache, send, stats
-        self._key = key
         self._run: Callable[[ModelJob], Awaitable[ModelResult]] | None = None
         self.hooks: Any = None
 
@@ -234,7 +233,7 @@ async def bulk_replay(settings: Settings, *, progress: Callable[[int, int], Any]
             await asyncio.gather(*[await producer.send(r.topic, r.value, key=r.key, headers=headers)
                                    for r in records])
 
-        answers = CachedAnswers(settings, config, cache, key, send, stats)
+        answers = CachedAnswers(settings, config, cache, send, stats)
         await cache.start()
         await consumer.start()
         tps = [TopicPartition(topics.log, p) for p in range(counts[topics.log])]
