@@ -62,7 +62,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     try:
         result = asyncio.run(replay(settings, mode=args.mode, exit_when_caught_up=args.exit_when_caught_up,
-                                    start=args.start, progress=show))
+                                    start=args.start, bulk=not args.no_bulk, progress=show))
     except KeyboardInterrupt:
         bar.close()
         print(f"om replay: stopped; run the same command again to resume version {args.as_name!r}",
@@ -224,6 +224,8 @@ def add_commands(command: CommandMaker) -> None:
                    "memories begin empty there; a resumed version keeps its position")
     p.add_argument("--exit-when-caught-up", action="store_true",
                    help="stop once the log is folded and every job answered (default: keep following)")
+    p.add_argument("--no-bulk", action="store_true",
+                   help="fold a new settled version through its worker from the start, not in bulk first")
     p.set_defaults(func=cmd_replay)
 
     p = command("versions", help="list memory versions: digest, lag, memories, model calls, cache hits")

@@ -7,10 +7,12 @@ A version is a name and a configuration (`omstream.topics` has how its topics ar
 - `stats`: what each version's workers report (`stats.json`);
 - `watch`: how far a version has folded, from the broker;
 - `replay`: `om replay`, a new version folded from the retained log beside the live one;
+- `bulk` (and `bulk_fold`, one partition's fold): a new settled version folded in `om replay`'s
+  process, then handed over to its worker;
 - `drop`: `om drop`, a version deleted.
 
-The registry's and the workers' names are exported here; `replay` and `drop` start and delete
-things, and are imported from their modules.
+The registry's and the workers' names are exported here; `replay`, `bulk` and `drop` start and
+delete things, and are imported from their modules.
 """
 
 from .records import DefaultVersion, VersionInfo

@@ -15,6 +15,11 @@ How it applies model results is chosen from the registry (`omstream.versions.reg
   result arrives, so the new memory does not depend on how fast any model answered (the
   semantics of `om simulate`); answers to requests made before come from the cache.
 
+A new settled version is folded at bulk speed first (`omstream.versions.bulk`: in this
+process, jobs answered from the cache or the model without a round trip through the broker,
+outputs and states written in large batches), and its worker then takes over at the log's end
+(`bulk=False`, `om replay --no-bulk`: the worker folds it all).
+
 Progress is read from the broker (the version's committed positions against the log's end)
 and from the worker's figures (`stats.json`): records folded of total, memories, model calls,
 cache hits, records/s and the time left.
@@ -35,6 +40,7 @@ from .. import kafka
 from ..processes import start_child, stop_child
 from ..settings import LIVE, Settings
 from ..topics import Topics, ensure_topics, partitions_of
+from .bulk import BulkResult, bulk_ready, bulk_replay
 from .registry import Registry, read_registry, register, version_info
 from .stats import StatsSummary, WorkerStats, stats_path
 from .watch import Positions, Watch
@@ -91,12 +97,19 @@ class ReplayResult:
     fold_mode: str
     progress: ReplayProgress
     stats: StatsSummary
+    bulk: BulkResult | None = None  # the bulk fold before the worker took over, if there was one
 
     def to_json(self) -> dict[str, Any]:
         """The progress figures, the version, and the worker's figures (they replace the progress
-        figures of the same name: read after the worker wrote its last)."""
-        return {**self.progress.to_json(), "version": self.version, "foldMode": self.fold_mode,
-                **self.stats.to_json()}
+        figures of the same name: read after the worker wrote its last); `bulk`, the bulk fold's."""
+        figures = {**self.progress.to_json(), "version": self.version, "foldMode": self.fold_mode,
+                   **self.stats.to_json()}
+        if self.bulk is not None:
+            b = self.bulk
+            figures["bulk"] = {"records": b.records, "memories": b.memories, "answers": b.answers,
+                               "seconds": b.seconds, "recordsPerS": b.records_per_s,
+                               "ends": {str(p): o for p, o in sorted(b.ends.items())}}
+        return figures
 
 
 async def prepare(settings: Settings, mode: str, start: datetime | None = None) -> Settings:
@@ -156,13 +169,17 @@ def _progress(p: Positions, stats: WorkerStats, started: float, first: int) -> R
 
 
 async def replay(settings: Settings, *, mode: str = "auto", exit_when_caught_up: bool = False,
-                 start: datetime | None = None,
+                 start: datetime | None = None, bulk: bool = True,
                  progress: Callable[[ReplayProgress], Any] | None = None) -> ReplayResult:
     """Run the version's worker and watch it until it has caught up (when asked to stop then)
     or until interrupted; the final figures.  `start`: fold the log from this time on (a new
-    version).  `progress(figures)` is called about twice a second."""
+    version).  `bulk`: a new settled version is folded in this process first (see the module
+    docstring).  `progress(figures)` is called about twice a second."""
     settings = await prepare(settings, mode, start)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    bulked = None
+    if bulk and settings.fold_mode == "settled" and await bulk_ready(settings):
+        bulked = await _bulk(settings, progress)
     log_file = settings.data_dir / f"replay-{settings.version}.log"
     child = start_child(settings, "worker", log_file, dies_with_parent=True)
     watch = Watch(settings)
@@ -198,4 +215,19 @@ async def replay(settings: Settings, *, mode: str = "auto", exit_when_caught_up:
     finally:
         await watch.stop()
         stop_child(child)
-    return ReplayResult(settings.version, settings.fold_mode, figures, WorkerStats.load(stats_file).summary())
+    return ReplayResult(settings.version, settings.fold_mode, figures, WorkerStats.load(stats_file).summary(),
+                        bulked)
+
+
+async def _bulk(settings: Settings, progress: Callable[[ReplayProgress], Any] | None) -> BulkResult:
+    """The bulk fold, its progress shown as the worker's would be."""
+    started = time.monotonic()
+    stats_file = stats_path(settings)
+
+    def show(read: int, total: int) -> None:
+        if progress is not None:
+            # The worker's figures are not written until the end: the records alone.
+            figures = _progress(Positions(read, total, 0, 0), WorkerStats.load(stats_file), started, 0)
+            progress(figures)
+
+    return await bulk_replay(settings, progress=show)

@@ -59,6 +59,7 @@ class WorkerConsumer(faust.transport.drivers.aiokafka.Consumer):
         self._holding: dict[TP, int] = {}  # the committed offset a hole was last logged at
         self._reread: dict[TP, int] = {}  # the offset a jump was last read again from
         self._sought: dict[TP, int] = {}  # the generation a partition was last sought to its committed offset in
+        self._dropped: dict[TP, int] = {}  # partitions a fetch was dropped of before their seek: its first offset
 
     async def _wait_next_records(self, timeout: float) -> tuple[Mapping[TP, list[Any]] | None, set[TP] | None]:
         """A fetch, with the records of a tapped topic (`WorkerApp.taps`) taken out and handed
@@ -97,12 +98,9 @@ class WorkerConsumer(faust.transport.drivers.aiokafka.Consumer):
         lost the model results and messages of that stretch, and its cycles never ended."""
         if self._sought.get(tp) != self.app.consumer_generation_id:
             if fetched:
-                # Back to them: the seek to the committed offset moves on from there, but a
-                # partition with no committed offset is not sought at all (the chaos test lost
-                # the first stretch of one that way after a restart).
                 log.info("records fetched before the seek to the committed offset: read again after it",
                          extra={"topic": tp.topic, "partition": tp.partition, "fetched": fetched[0].offset})
-                await self.seek(tp, fetched[0].offset)
+                self._dropped.setdefault(tp, fetched[0].offset)
             return
         read = self._read_offset[tp]
         messages: list[Any] = []
@@ -156,6 +154,18 @@ class WorkerConsumer(faust.transport.drivers.aiokafka.Consumer):
         generation = self.app.consumer_generation_id  # a rebalance meanwhile seeks again
         await super().perform_seek()
         self._sought.update(dict.fromkeys(self.assignment(), generation))
+        # A dropped fetch moved the client's position past its records, and the fetch may have
+        # come after the partition's seek (a round trip to the consumer's thread), before the
+        # others' had ended: nothing would read them again, the partition stalled (a bulk
+        # replay's worker taking over).  Sought again after the seek, not at the drop, which
+        # could land after the seek from a stale position and pass records.  A partition with no
+        # committed offset is not sought by Faust: it goes back to where its first dropped fetch
+        # began, its reset position (the chaos test lost a partition's first stretch without it).
+        dropped, self._dropped = self._dropped, {}
+        for tp, first in dropped.items():
+            if tp in self.assignment():
+                committed = self._committed_offset[tp]
+                await self.seek(tp, committed if committed is not None else first)
         for tp in self.assignment():  # not the changelogs: nothing acks or commits them
             if self._committed_offset[tp] is None and self.app.topics.acks_enabled_for(tp.topic):
                 self._committed_offset[tp] = await self.position(tp)

@@ -7,12 +7,14 @@ one).  Then:
 1. a replay under the live configuration follows the log: zero model calls (every job it makes
    is a cache hit whose answer the log already holds), and every memory's events and final
    state equal the live version's;
-2. a replay with a smaller `messageTokens` is settled: its thresholds are the new ones, and the
-   model is called exactly for the requests the cache does not hold (the test computes both
-   from `om simulate` of each thread's history);
+2. a replay with a smaller `messageTokens` is settled (folded at bulk speed,
+   `omstream.versions.bulk`): its thresholds are the new ones, and the model is called exactly
+   for the requests the cache does not hold (the test computes both from `om simulate` of each
+   thread's history);
 3. each thread's replayed events equal `om simulate` on `om export` of that thread under the
    same configuration (envelope positions aside: the simulator has no log offsets);
-4. a replay killed with SIGKILL at about half and run again ends with the same events;
+4. a replay through its worker (`--no-bulk`) killed with SIGKILL at about half and run again
+   ends with the same events;
 5. while it runs, the live version keeps folding new messages and answering context requests.
 """
 
@@ -177,8 +179,9 @@ def test_replay_follows_the_live_memory_and_settles_a_new_configuration(new_env)
     server = Server(live, env.root / "web.log")
     try:
         asyncio.run(server.ready())
+        # Through the worker (`--no-bulk`): a bulk fold makes no jobs to watch half way.
         proc = subprocess.Popen([sys.executable, "-m", "omstream.cli", "--config", str(new_config), "replay",
-                                 "--as", "again", "--exit-when-caught-up"], start_new_session=True,
+                                 "--as", "again", "--exit-when-caught-up", "--no-bulk"], start_new_session=True,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         during = asyncio.run(live_while_halfway(live, again, server, len(requests)))
         os.killpg(proc.pid, signal.SIGKILL)
@@ -186,7 +189,7 @@ def test_replay_follows_the_live_memory_and_settles_a_new_configuration(new_env)
     finally:
         server.stop()
     print(f"while the replay ran: {during}")
-    resumed = run_replay(new_config, "again")
+    resumed = run_replay(new_config, "again", "--no-bulk")
     print(f"resumed after SIGKILL at {during['jobsDone']} of {len(requests)} jobs: {resumed}")
     assert 0 < during["jobsDone"] < len(requests)
     again_events = asyncio.run(events_by_memory(again))
