@@ -112,8 +112,10 @@ class Settings:
     instance_id: str = ""
     # How many other fold workers keep a copy of each partition's state table up to date (Faust's
     # table_standby_replicas): one of them takes a dead worker's partition over without reading
-    # its changelog (README "Scaling out" has the takeover times, measured).  0: none.
-    standby_replicas: int = 1
+    # its changelog (README "Scaling out" has the takeover times, measured).  Off by default:
+    # Faust's standby copies can miss a stretch of the changelog (tests/unit/worker/
+    # test_standby_recovery.py), and a worker that takes over from such a copy loses memories.
+    standby_replicas: int = 0
     # What `om worker` runs (`omstream.worker.roles`): "all" (the fold and model agents in one
     # process), "fold" (the fold agent alone: no litellm, no local model) or "models" (the model
     # agents alone: no state table, the input log not consumed).

@@ -41,7 +41,7 @@ from ..signing import result_key
 from ..topics import Topics
 from ..versions import WorkerStats, register, stats_path, version_info
 from .capability import takes_attachments_apart
-from .faust_repairs import WorkerApp, WorkerTableManager, WorkerTopic
+from .faust_repairs import WorkerApp, WorkerTopic
 from .fold_loop import FoldLoop
 from .folding import FoldContext
 from .sending import ProducerSender, until_done
@@ -83,7 +83,6 @@ def _faust_app(settings: Settings) -> WorkerApp:
         consumer_group_instance_id=settings.instance_id or None,
         table_standby_replicas=settings.standby_replicas,
         Topic=WorkerTopic,
-        TableManager=WorkerTableManager,
         # The input log is handed to the fold agent's backlog a fetch at a time (`WorkerApp.taps`),
         # and fairness between memories is the backlog's (`Intake.batches`).  A fetch is large
         # so that a busy partition is read quickly: the records behind it (other memories')

@@ -1,4 +1,4 @@
-"""Faust's app, topic, consumer and table manager, repaired where they could lose or skip a record.
+"""Faust's app, topic and consumer, repaired where they could lose or skip a record.
 
 The chaos test (SIGKILLs of the worker, a broker restart) found records lost at every worker
 start and offsets committed past records nothing handled, and the many-workers test a standby
@@ -18,12 +18,11 @@ from typing import Any, cast
 import aiokafka
 import faust
 import faust.transport.drivers.aiokafka
-from faust.tables import TableManager
 from faust.types import TP, Message
 from mode.utils.queues import ThrowableQueue
 
-__all__ = ["FETCH_MAX_WAIT_MS", "Tap", "WorkerApp", "WorkerConsumer", "WorkerConsumerThread", "WorkerTableManager",
-           "WorkerTopic", "WorkerTransport"]
+__all__ = ["FETCH_MAX_WAIT_MS", "Tap", "WorkerApp", "WorkerConsumer", "WorkerConsumerThread", "WorkerTopic",
+           "WorkerTransport"]
 
 log = logging.getLogger("omstream.worker")
 
@@ -204,31 +203,6 @@ class WorkerTopic(faust.Topic):
             maxsize = self.app.conf.stream_buffer_maxsize if self.maxsize is None else self.maxsize
             self._queue = self.app.FlowControlQueue(maxsize=maxsize, clear_on_resume=False)
         return self._queue
-
-
-class WorkerTableManager(TableManager):
-    """Faust's table manager, with a changelog queue that is not emptied when the flow resumes.
-
-    Faust's recovery reads the changelogs through one queue, which the flow's resumption
-    empties.  The last resumption of a rebalance (`Recovery.on_recovery_completed`) comes after
-    the standby partitions were sought and resumed, and after a seek of the stream partitions
-    (round trips to the broker): the standby records fetched meanwhile and not yet applied were
-    dropped, and the next fetch, from past them, was applied, its offset persisted.  The local
-    copy then lacked a stretch of the changelog that no recovery reads again: a fold worker
-    that took over a partition from its standby copy found a memory whose core referenced an
-    observation segment it did not have (`state-unreadable`; the memory restarted empty, a
-    message was accepted twice, a cycle never ended).  Kept, the queue is a partition's fetches
-    in order, and the recovery's own checks (the partition is assigned, the offset is new)
-    handle what an earlier generation left in it, as they did for what was taken before the
-    resumption.  `tests/unit/worker/test_standby_recovery.py` pins it against Faust's recovery.
-    """
-
-    @property
-    def changelog_queue(self) -> ThrowableQueue[Any]:
-        if self._changelog_queue is None:
-            self._changelog_queue = self.app.FlowControlQueue(
-                maxsize=self.app.conf.stream_buffer_maxsize, clear_on_resume=False)
-        return self._changelog_queue
 
 
 class WorkerApp(faust.App):

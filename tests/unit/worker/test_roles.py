@@ -44,7 +44,6 @@ def test_a_fold_worker_folds_alone_and_never_imports_litellm(tmp_path):
     out = build(tmp_path, "fold")
     assert "agents ['fold']" in out and "topics ['roles.log']" in out
     assert "tables ['state']" in out and "group omstream-roles\n" in out
-    assert "table manager WorkerTableManager" in out  # standby copies without holes
     assert "vision True False" in out and "litellm False" in out
 
 
