@@ -129,18 +129,24 @@ def worker_roles(options: Options) -> list[str]:
     return ["fold"] * options.fold_workers + ["models"]
 
 
-async def start_env(root: Path, options: Options, stack: contextlib.ExitStack) -> Env:
-    """Broker, topics and the workers under `root`; each registered on `stack` to be stopped."""
+async def start_namespace(root: Path, stack: contextlib.ExitStack, options: Options, prefix: str) -> Settings:
+    """A broker under `root` (stopped by `stack`) and a fresh namespace `<prefix><hex>` on it,
+    configured by `config_text`, its topics created."""
     broker = Broker(root / "kafka", port=free_port(), controller_port=free_port())
-    progress(f"starting the broker on {broker.bootstrap} (data in {root})")
     broker.start()
     stack.callback(broker.stop)
     await broker.wait_ready(timeout=120)
     config = root / "om.toml"
-    config.write_text(config_text(options, f"e2e{uuid.uuid4().hex[:8]}", broker.bootstrap,
-                                  root / "data"))
+    config.write_text(config_text(options, f"{prefix}{uuid.uuid4().hex[:8]}", broker.bootstrap, root / "data"))
     settings = load_settings(config)
     await ensure_topics(settings)
+    return settings
+
+
+async def start_env(root: Path, options: Options, stack: contextlib.ExitStack) -> Env:
+    """Broker, topics and the workers under `root`; each registered on `stack` to be stopped."""
+    progress(f"starting a broker (data in {root})")
+    settings = await start_namespace(root, stack, options, "e2e")
     workers = []
     for index, role in enumerate(worker_roles(options)):
         name = f"{role}{index}" if role == "fold" else role

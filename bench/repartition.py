@@ -24,30 +24,18 @@ import json
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-from omstream.infra.broker import Broker, free_port
 from omstream.repartition import repartition
-from omstream.settings import load_settings
-from omstream.topics import ensure_topics
 
-from .e2e_env import CONFIG
+from .e2e_env import Options, start_namespace
 from .replay import produce
 
 
 async def bench(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     with contextlib.ExitStack() as stack:
-        broker = Broker(root / "kafka", port=free_port(), controller_port=free_port())
-        broker.start()
-        stack.callback(broker.stop)
-        await broker.wait_ready(timeout=120)
-        config = root / "om.toml"
-        config.write_text(CONFIG.format(namespace=f"rp{uuid.uuid4().hex[:8]}", bootstrap=broker.bootstrap,
-                                        data=root / "data", counter="tokenx", message_tokens=3000))
-        settings = load_settings(config)
-        await ensure_topics(settings)
+        settings = await start_namespace(root, stack, Options(counter="tokenx", message_tokens=3000), "rp")
         sent = await produce(settings, args.messages, args.threads, args.tokens)
         started = time.monotonic()
         result = await repartition(settings, settings.namespace + "-8", 8, exit_when_caught_up=True)

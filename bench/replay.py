@@ -46,7 +46,6 @@ import json
 import sys
 import tempfile
 import time
-import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,13 +53,10 @@ from typing import Any
 
 from omstream.client import OmClient
 from omstream.engine.tokens import get_counter
-from omstream.infra.broker import Broker, free_port
 from omstream.schemas.messages import Message
-from omstream.settings import load_settings
-from omstream.topics import ensure_topics
 from omstream.versions.replay import ReplayProgress, replay
 
-from .e2e_env import Options, config_text
+from .e2e_env import Options, start_namespace
 from .fold_bench import make_bodies
 
 
@@ -117,15 +113,7 @@ def with_settings(settings, temperature: float):
 
 async def bench(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     with contextlib.ExitStack() as stack:
-        broker = Broker(root / "kafka", port=free_port(), controller_port=free_port())
-        broker.start()
-        stack.callback(broker.stop)
-        await broker.wait_ready(timeout=120)
-        config = root / "om.toml"
-        config.write_text(config_text(Options(counter="tokenx", message_tokens=3000),
-                                      f"rp{uuid.uuid4().hex[:8]}", broker.bootstrap, root / "data"))
-        settings = load_settings(config)
-        await ensure_topics(settings)
+        settings = await start_namespace(root, stack, Options(counter="tokenx", message_tokens=3000), "rp")
         sent = await produce(settings, args.messages, args.threads, args.tokens)
         passes: dict[str, Any] = {}
         for i, path in enumerate(args.paths.split(",")):

@@ -38,7 +38,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -50,7 +49,7 @@ from omstream import kafka
 from omstream.engine.fold import EngineConfig, fold, new_state
 from omstream.engine.state import MemoryState
 from omstream.engine.tokens import get_counter
-from omstream.infra.broker import Broker, free_port
+from omstream.infra.broker import free_port
 from omstream.models.capabilities import takes_attachments
 from omstream.models.scripted import observe, reflect
 from omstream.processes import start_child, stop_child
@@ -58,10 +57,10 @@ from omstream.schemas.codec import encode
 from omstream.schemas.control import StepStarted
 from omstream.schemas.jobs import ModelJob, ModelResult
 from omstream.schemas.messages import Message
-from omstream.settings import Settings, load_settings
-from omstream.topics import Topics, ensure_topics
+from omstream.settings import Settings
+from omstream.topics import Topics
 
-from .e2e_env import CONFIG
+from .e2e_env import Options, start_namespace
 from .fold_bench import REFLECT_KINDS, make_bodies
 
 T0 = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
@@ -187,15 +186,7 @@ def import_floor() -> float:
 
 async def bench(root: Path, sizes: list[int], threads: int) -> dict[str, Any]:
     with contextlib.ExitStack() as stack:
-        broker = Broker(root / "kafka", port=free_port(), controller_port=free_port())
-        broker.start()
-        stack.callback(broker.stop)
-        await broker.wait_ready(timeout=120)
-        config = root / "om.toml"
-        config.write_text(CONFIG.format(namespace=f"sr{uuid.uuid4().hex[:8]}", bootstrap=broker.bootstrap,
-                                        data=root / "data", counter="tokenx", message_tokens=2000))
-        settings = load_settings(config)
-        await ensure_topics(settings)
+        settings = await start_namespace(root, stack, Options(counter="tokenx", message_tokens=2000), "sr")
         history = History(settings, threads)
         rows = []
         for size in sizes:
