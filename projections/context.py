@@ -160,9 +160,9 @@ def build_context_system_messages(
     gets it even before there are observations (the agent may browse the user's other threads
     from its first message), as the only system message."""
     recall = (recall_instructions(retrieval.scope, search=retrieval.vector, custom=retrieval.instructions)
-              if retrieval is not None else None)
+              if retrieval is not None else "")
     if not observations:
-        return [recall] if recall is not None and retrieval is not None and retrieval.scope == "resource" else None
+        return [recall] if retrieval is not None and retrieval.scope == "resource" else None
     system = [f"{PREAMBLE}\n\n{INSTRUCTIONS}" + (f"\n\n{recall}" if recall else "")]
     if other_conversations:
         system.append(other_conversations_block(other_conversations))
