@@ -1,10 +1,12 @@
 """`recall` mode messages on the read model (spec §12): a test per parameter and per return field."""
 
 import re
+import time
 
 import pytest
 
 from omstream.engine.tokens import get_counter
+from omstream.projections.context import ContextProjection
 from omstream.projections.recall import RecallError
 from omstream.schemas.messages import DataPart, ImagePart, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from tests.helpers import text_of
@@ -209,3 +211,31 @@ async def test_past_the_last_part_the_next_message_is_shown():
 async def test_a_range_cursor_with_part_index_is_refused_with_the_hint(thread30):
     with pytest.raises(RecallError, match='start="t1-m001"'):
         await ask(thread30, cursor="t1-m001:t1-m004", partIndex=0)
+
+
+async def test_paging_a_long_thread_stays_fast():
+    """10 threads of 1,000 messages in the read model: the first call sorts the thread once,
+    the next pages and the thread list reuse it."""
+    projection = ContextProjection()
+    for t in range(10):
+        view = projection.view(f"t{t}")
+        for n in range(1000):
+            m = msg(f"t{t}", n, text_of(60, n))
+            view.messages[m.id] = m
+    source = source_of(projection)
+    started = time.perf_counter()
+    await ask(source, "t0", cursor="t0-m500")
+    first = time.perf_counter() - started
+    took = []
+    for i in range(50):
+        started = time.perf_counter()
+        answer = await ask(source, "t0", cursor=f"t0-m{(i * 17) % 999:03d}", page=-1)
+        took.append(time.perf_counter() - started)
+    started = time.perf_counter()
+    listed = await ask(source, "t0", mode="threads")
+    threads = time.perf_counter() - started
+    took.sort()
+    print(f"first page {first * 1000:.0f} ms, next pages p50 {took[25] * 1000:.1f} ms max {took[-1] * 1000:.1f} ms, "
+          f"threads {threads * 1000:.1f} ms")
+    assert listed["count"] == 10 and answer["limit"] == 20
+    assert first < 1.0 and took[25] < 0.1 and threads < 0.5
