@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from omstream.engine.groups import split_range
 from omstream.schemas.messages import Message
 
 from .params import RecallError
@@ -53,7 +54,7 @@ def _limit(limit: int | None) -> int:
     return min(max(limit or MAX_LIMIT, 1), MAX_LIMIT)
 
 
-_RANGE = re.compile(r"^[^:,\s]+:[^:,\s]+(?:\s*,\s*[^:,\s]+:[^:,\s]+)*$")
+_RANGE = re.compile(r"^[^,\s]+:[^,\s]+(?:\s*,\s*[^,\s]+:[^,\s]+)*$")
 
 
 def range_hint(cursor: str) -> str | None:
@@ -62,7 +63,7 @@ def range_hint(cursor: str) -> str | None:
     if not _RANGE.match(text):
         return None
     segments = [s.strip() for s in text.split(",")]
-    start, end = segments[0].split(":", 1)[0], segments[-1].rsplit(":", 1)[1]
+    start, end = split_range(segments[0])[0], split_range(segments[-1])[1]
     return (f'The cursor "{cursor}" looks like a range. Use one of the individual message IDs as the cursor '
             f'instead: start="{start}" or end="{end}".')
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from omstream.schemas.messages import Message
-
 from .messages import Listing, browse, page_from_cursor, range_hint, read_part
 from .params import RecallError, RecallParams
 from .search_port import SearchPort, not_configured
@@ -77,11 +75,11 @@ def _target_thread(source: RecallSource, caller: Caller, asked: str | None) -> s
     return asked
 
 
-def _cursor_message(source: RecallSource, caller: Caller, cursor: str) -> Message:
-    found = source.find(cursor.strip(), caller.visible_threads(source))
-    if found is None:
-        raise RecallError(f"Could not resolve cursor message: {cursor}")
-    return found
+def _note(text: str, params: RecallParams) -> dict[str, Any]:
+    """An answer of mode messages that only tells the agent what to do instead."""
+    return {"messages": text, "count": 0, "cursor": params.cursor, "page": params.page or 1,
+            "limit": min(params.limit or 20, 20), "detail": params.detail, "hasNextPage": False,
+            "hasPrevPage": False, "truncated": False, "tokenOffset": 0}
 
 
 def _messages(source: RecallSource, caller: Caller, params: RecallParams) -> dict[str, Any]:
@@ -92,21 +90,17 @@ def _messages(source: RecallSource, caller: Caller, params: RecallParams) -> dic
         if params.thread_id is None and caller.across_threads:
             answer["messages"] = f"threadId wasn't passed so used default {target}.\n\n{answer['messages']}"
         return answer
-    hint = range_hint(params.cursor)
-    if hint is not None:
-        if params.part_index is not None:
-            raise RecallError(hint)
-        return {"messages": hint, "count": 0, "cursor": params.cursor, "page": params.page or 1,
-                "limit": min(params.limit or 20, 20), "detail": params.detail, "hasNextPage": False,
-                "hasPrevPage": False, "truncated": False, "tokenOffset": 0}
-    anchor = _cursor_message(source, caller, params.cursor)
+    # An id is looked up first: ids may hold colons (`om produce` names lines `<thread>:<n>`).
+    anchor = source.find(params.cursor.strip(), caller.visible_threads(source))
+    if anchor is None:
+        hint = range_hint(params.cursor)
+        if hint is None or params.part_index is not None:
+            raise RecallError(hint or f"Could not resolve cursor message: {params.cursor}")
+        return _note(hint, params)
     if anchor.thread_id != target:
-        return {"messages": (f'Cursor does not belong to the active thread. Expected thread "{target}" but cursor '
-                             f'"{params.cursor}" belongs to "{anchor.thread_id}". Pass threadId="{anchor.thread_id}" '
-                             "to browse that thread."),
-                "count": 0, "cursor": params.cursor, "page": params.page or 1,
-                "limit": min(params.limit or 20, 20), "detail": params.detail, "hasNextPage": False,
-                "hasPrevPage": False, "truncated": False, "tokenOffset": 0}
+        return _note(f'Cursor does not belong to the active thread. Expected thread "{target}" but cursor '
+                     f'"{params.cursor}" belongs to "{anchor.thread_id}". Pass threadId="{anchor.thread_id}" '
+                     "to browse that thread.", params)
     if params.part_index is not None:
         return read_part(source, anchor, params.part_index, params.char_offset)
     return page_from_cursor(source, anchor, params.cursor, page=params.page, limit=params.limit, listing=listing)

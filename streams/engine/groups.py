@@ -23,7 +23,7 @@ from .state import PendingMessage
 from .temporal import is_temporal_marker
 
 __all__ = ["ObservationGroup", "combine_ranges", "group_id", "grouped", "group_safe_line_count", "message_range",
-           "parse_groups", "render_groups", "strip_groups", "wrap_group"]
+           "parse_groups", "render_groups", "split_range", "strip_groups", "wrap_group"]
 
 # The content may not open another group: an opening without its close is not a group.
 _GROUP = re.compile(r"^<observation-group(?P<attrs>[ \t][^>\n]*)>\n"
@@ -44,11 +44,22 @@ class ObservationGroup:
 
     @property
     def start(self) -> str:
-        return self.range.split(",")[0].split(":", 1)[0]
+        return split_range(self.range.split(",")[0])[0]
 
     @property
     def end(self) -> str:
-        return self.range.split(",")[-1].rsplit(":", 1)[-1]
+        return split_range(self.range.split(",")[-1])[1]
+
+
+def split_range(segment: str) -> tuple[str, str]:
+    """`first:last` into its two ids.  Ids may hold colons themselves (`om produce` names a line
+    `<threadId>:<n>`): two ids of the same shape have as many, so the range's middle colon is
+    the separator; with an even count, the first one."""
+    colons = [i for i, c in enumerate(segment) if c == ":"]
+    if not colons:
+        return segment, segment
+    at = colons[len(colons) // 2] if len(colons) % 2 else colons[0]
+    return segment[:at], segment[at + 1:]
 
 
 def group_id(memory_key: str, cycle_id: str) -> str:

@@ -156,3 +156,12 @@ def test_groups_are_well_formed_name_observed_messages_and_refold_identically(ca
     again, again_events, _ = run(messages, config, every)
     assert again.observations == state.observations
     assert [e.model_dump_json() for e in again_events] == [e.model_dump_json() for e in events]
+
+
+def test_a_range_of_ids_with_colons_splits_at_its_middle_colon():
+    from omstream.engine.groups import split_range
+
+    assert split_range("m1:m4") == ("m1", "m4")
+    assert split_range("t1:3:t1:9") == ("t1:3", "t1:9")
+    (g,) = parse_groups(wrap_group("x", "a" * 16, "t1:3:t1:9"))
+    assert (g.start, g.end) == ("t1:3", "t1:9")

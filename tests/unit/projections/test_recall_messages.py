@@ -239,3 +239,13 @@ async def test_paging_a_long_thread_stays_fast():
           f"threads {threads * 1000:.1f} ms")
     assert listed["count"] == 10 and answer["limit"] == 20
     assert first < 1.0 and took[25] < 0.1 and threads < 0.5
+
+
+async def test_ids_with_colons_are_cursors_and_their_ranges_split_in_the_middle():
+    """`om produce` names lines `<threadId>:<n>`: such an id is a cursor, not a range."""
+    messages = [msg("t1", n, f"line {n}").model_copy(update={"id": f"t1:{n}"}) for n in range(4)]
+    source = source_of(project(messages)[0])
+    page = await ask(source, cursor="t1:1", limit=2)
+    assert shown_ids(page) == ["t1:2", "t1:3"]
+    hint = await ask(source, cursor="t1:0:t1:3")
+    assert 'start="t1:0"' in hint["messages"] and 'end="t1:3"' in hint["messages"]
