@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from datetime import tzinfo
 from typing import Any
 
+from omstream.engine.resolution import ResolvedRetrieval
 from omstream.schemas.base import iso
 
 from .context import ContextProjection, ThreadView
@@ -36,11 +37,12 @@ def parse_seq(raw: str) -> int:
     return seq
 
 
-def fold_until(entries: Iterable[HistoryEntry], seq: int,
-               time_zone: str | tzinfo = "UTC") -> tuple[ContextProjection, HistoryEntry | None, dict[str, Any] | None]:
+def fold_until(entries: Iterable[HistoryEntry], seq: int, time_zone: str | tzinfo = "UTC",
+               retrieval: ResolvedRetrieval | None = None,
+               ) -> tuple[ContextProjection, HistoryEntry | None, dict[str, Any] | None]:
     """The projection of the entries up to `seq` (included), the last entry applied, and the
     token windows of the last `data-om-status` among them (None before the first)."""
-    projection = ContextProjection(time_zone=time_zone)
+    projection = ContextProjection(time_zone=time_zone, retrieval=retrieval)
     last: HistoryEntry | None = None
     windows: dict[str, Any] | None = None
     for entry in entries:
@@ -54,7 +56,7 @@ def fold_until(entries: Iterable[HistoryEntry], seq: int,
 
 
 def context_as_of(history: EventHistory, memory_key: str, thread_id: str, seq: int,
-                  time_zone: str | tzinfo = "UTC") -> dict[str, Any] | None:
+                  time_zone: str | tzinfo = "UTC", retrieval: ResolvedRetrieval | None = None) -> dict[str, Any] | None:
     """The thread's context answer as of the memory's event `seq`, with `asOf` (the seq of the
     last event applied, at most `seq`), `lastSeq` (the memory's newest), `event` (what that
     event was) and `windows` (the token windows as of then).  None when the memory has no
@@ -62,10 +64,11 @@ def context_as_of(history: EventHistory, memory_key: str, thread_id: str, seq: i
     entries = history.since(memory_key, 0)
     if not entries:
         return None
-    projection, last, windows = fold_until(entries, seq, time_zone)
+    projection, last, windows = fold_until(entries, seq, time_zone, retrieval)
     # Before its first event (or before its first message, in resource scope) the thread had
     # an empty memory: an empty view says so rather than a 404 for a thread that exists now.
-    view = projection.threads.get(thread_id) or ThreadView(thread_id, memory_key=memory_key, time_zone=time_zone)
+    view = projection.threads.get(thread_id) or ThreadView(thread_id, memory_key=memory_key, time_zone=time_zone,
+                                                            retrieval=retrieval)
     return {
         **view.snapshot(),
         "stale": False,

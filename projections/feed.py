@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from omstream import kafka
+from omstream.engine.resolution import resolve
 from omstream.schemas.codec import decode_event
 from omstream.settings import Settings
 from omstream.topics import Topics, partitions_of
@@ -61,7 +62,8 @@ class ProjectionFeed:
     def __init__(self, settings: Settings, projection: ContextProjection | None = None,
                  store: ReadModelStore | None = None) -> None:
         self.settings = settings
-        self.projection = projection or ContextProjection(time_zone=settings.om.time_zone)
+        self.projection = projection or ContextProjection(time_zone=settings.om.time_zone,
+                                                          retrieval=resolve(settings.om).retrieval)
         self.store = store
         # Every memory's events, for the live feed (projections/sse.py).
         self._stored = None if store is None else StoredHistory(store, {})
@@ -107,7 +109,7 @@ class ProjectionFeed:
         if built_from is None:
             with store.transaction():
                 store.set_source(source)
-        self.projection.threads.update(store.load_views(self.projection.time_zone))
+        self.projection.adopt(store.load_views(self.projection.time_zone))
         last_seqs = store.last_seqs()
         self.projection.last_seq.update(last_seqs)
         assert self._stored is not None
