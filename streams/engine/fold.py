@@ -61,6 +61,7 @@ from .state import Cycle, MemoryState, PendingMessage, ThreadMemory
 from .status import emit_status
 from .step import EngineConfig, Folded, Rejected, Step
 from .temporal import TimedMessage, plan_temporal_gap
+from .thread_deletion import delete_resource_thread
 from .tokens import Counter, count_message
 from .transcript import SIGNAL, transcribe
 
@@ -105,10 +106,10 @@ def _apply(step: Step, event: Input, log_time: datetime | None = None) -> None:
         on_result(step, event)
         _release_held(step)
     elif isinstance(event, ThreadDeleted) and is_resource(step.config):
-        step.rejected.append(Rejected(
-            f"deleting thread {event.thread_id!r} of {step.state.memory_key} is not supported yet "
-            "in resource scope (its messages and section would have to leave the shared memory); "
-            "delete the resource, or keep the thread"))
+        # One thread of the shared memory: it leaves, the others stay (thread_deletion).
+        if not _already_applied(step, event):
+            delete_resource_thread(step, event)
+            _release_held(step)
     elif isinstance(event, (ThreadDeleted, ResourceDeleted)):
         # Never held: a deletion also cancels the cycle in flight (its result is then ignored).
         if not _already_applied(step, event):

@@ -41,7 +41,7 @@ from .thread_answers import ThreadAnswer, parse_thread_answer
 from .transcript import AttachmentNumbers, observer_transcript
 from .truncation import truncate_observations
 
-__all__ = ["batch_job_id", "batch_of", "resource_batch_result", "resource_observer_request",
+__all__ = ["batch_job_id", "batch_of", "fail_thread", "resource_batch_result", "resource_observer_request",
            "start_resource_observation"]
 
 
@@ -127,7 +127,7 @@ def start_resource_observation(step: Step, now: datetime, step_number: int | Non
         job = _batch_job(step, cycle, n)
         if isinstance(job, str):
             for thread in threads:
-                _failed(step, cycle, thread, job, now, 0)
+                fail_thread(step, cycle, thread, job, now, 0)
             emit_status(step, now, step_number)
             return
         jobs.append(job)
@@ -202,7 +202,7 @@ def _commit_batch(step: Step, cycle: Cycle, threads: tuple[str, ...], result: Mo
     parsed = _read(step, threads, result)
     if isinstance(parsed, str):
         for thread in threads:
-            _failed(step, cycle, thread, parsed, done, duration)
+            fail_thread(step, cycle, thread, parsed, done, duration)
         return False
     obscure = step.config.resolved.obscure_thread_ids
     for thread in threads:
@@ -212,7 +212,7 @@ def _commit_batch(step: Step, cycle: Cycle, threads: tuple[str, ...], result: Mo
     return True
 
 
-def _failed(step: Step, cycle: Cycle, thread: str, error: str, done: datetime, duration: int) -> None:
+def fail_thread(step: Step, cycle: Cycle, thread: str, error: str, done: datetime, duration: int) -> None:
     """One thread's `data-om-observation-failed`: its messages stay for the next cycle."""
     covered = set(cycle.message_ids)
     tokens = thread_tokens(tuple(m for m in step.state.pending
