@@ -13,8 +13,6 @@ from .problems import Problem
 __all__ = ["unsupported_problems"]
 
 _NOT_YET = "is not supported yet; remove it (see the README's \"Not supported yet\" list)"
-_NOT_YET_RESOURCE = ("is not supported yet with scope 'resource'; remove it, or use scope 'thread' "
-                     "(see the README's \"Not supported yet\" list)")
 
 
 def unsupported_problems(om: OmConfig) -> list[Problem]:
@@ -25,24 +23,10 @@ def unsupported_problems(om: OmConfig) -> list[Problem]:
     obs, refl = om.observation, om.reflection
     asked = {"retrieval": om.retrieval is not False}
     problems = [Problem(path, _NOT_YET) for path, is_set in asked.items() if is_set]
-    if om.scope == "resource":
-        problems += _not_yet_in_resource_scope(om)
     for path, spec in (("model", om.model), ("observation.model", obs.model),
                        ("reflection.model", refl.model)):
         problems += _unsupported_fallback_options(path, spec)
     return problems
-
-
-def _not_yet_in_resource_scope(om: OmConfig) -> list[Problem]:
-    """What works in thread scope but not yet across the threads of a resource: extractor
-    values and working memory need per-thread state the resource memory does not keep yet."""
-    obs, refl = om.observation, om.reflection
-    asked = {
-        "observation.extract": bool(obs.extract),
-        "observation.manageWorkingMemory": obs.manage_working_memory,
-        "reflection.extract": bool(refl.extract),
-    }
-    return [Problem(path, _NOT_YET_RESOURCE) for path, is_set in asked.items() if is_set]
 
 
 def _unsupported_fallback_options(path: str, spec: ModelSpec | None) -> list[Problem]:
