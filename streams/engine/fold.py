@@ -62,7 +62,7 @@ from .status import emit_status
 from .step import EngineConfig, Folded, Rejected, Step
 from .temporal import TimedMessage, plan_temporal_gap
 from .thread_deletion import delete_resource_thread
-from .tokens import Counter, count_message
+from .tokens import Counter, count_message, count_text_message
 from .transcript import SIGNAL, transcribe
 
 __all__ = ["EngineConfig", "Folded", "Input", "Rejected", "addressed", "fold", "holds", "new_state"]
@@ -322,12 +322,13 @@ def _temporal_marker(step: Step, message: Message) -> PendingMessage | None:
         marker_id=gap.marker_id, precedes_message_id=gap.precedes_message_id, gap_text=gap.gap_text,
         gap_ms=gap.gap_ms, timestamp=gap.timestamp, timestamp_ms=gap.timestamp_ms,
         contents=gap.contents), message.created_at)
-    # The agent reads a system-reminder dated just before the message (its token count); the
-    # observer reads a time-less `Signal: <gapText> — <timestamp>` line right after it.
-    reminder = f"<system-reminder>{gap.contents}</system-reminder>"
+    # The agent reads a system-reminder dated just before the message; the observer reads a
+    # time-less `Signal: <gapText> — <timestamp>` line right after it.  It counts as the
+    # original stores it: a `signal` message of one text part, the reminder's contents (§5.2).
     return PendingMessage(
         id=gap.marker_id, role="user", created_at=message.created_at - timedelta(milliseconds=1),
-        text=gap.contents, title=SIGNAL, tokens=step.config.counter.count(reminder), thread_id=thread,
+        text=gap.contents, title=SIGNAL, tokens=count_text_message("signal", gap.contents, step.config.counter),
+        thread_id=thread,
     )
 
 
