@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from omstream.engine.sections import section_bodies
@@ -159,3 +161,41 @@ def test_an_overdue_follow_up_commits_its_thread_with_the_extractor_failed():
     assert end.thread_id == A and "deadline" in end.data.extraction_failures[0].error
     assert [e.thread_id for e in memory.of_type("data-om-observation-failed")] == [B]
     assert {m.thread_id for m in memory.state.pending} == {B} and memory.state.in_flight is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from([A, B]), st.integers(min_value=0, max_value=3)),
+                min_size=4, max_size=40))
+def test_with_a_structured_extractor_every_message_is_observed_once_whatever_the_order(plan):
+    """Answers and follow-ups in any order: each message observed once, in its thread's section,
+    and each thread's value from its own follow-up."""
+    memory = Memory(resource_engine(300, obscureThreadIds=False, observation={"extract": [PROFILE]}))
+
+    def answer(k: int) -> None:
+        job = memory.waiting.pop(k % len(memory.waiting))
+        output = None
+        if job.kind == "observe":  # the thread the call is about: the one in its new history
+            history = job.messages[1].content.split("## New Message History to Observe")[1]
+            thread_of_job[job.cycle_id] = _THREAD_TAG.findall(history)[0]
+        else:
+            output = f'{{"profile": {{"name": "{thread_of_job[job.cycle_id.removesuffix("/extract")]}"}}}}'
+        memory.feed(scripted_result(job, output=output))
+
+    thread_of_job: dict[str, str] = {}
+    n = 0
+    for action in plan:
+        if isinstance(action, str):
+            memory.feed(say(n, action))
+            n += 1
+        elif memory.waiting:
+            answer(action)
+    memory.feed(ObserveRequested(thread_id=A, at=T0))
+    while memory.waiting:
+        answer(0)
+    ids = observed_ids(memory)
+    assert sorted(ids) == sorted(m.id for m in memory.sent) and memory.state.pending == ()
+    for thread, meta in memory.state.threads.items():
+        if meta.metadata:
+            assert meta.metadata == {"extracted": {"profile": {"name": thread}}}
+    for end in memory.of_type("data-om-observation-end"):
+        assert end.data.extracted_values in (None, {"profile": {"name": end.thread_id}})
