@@ -30,6 +30,7 @@ from omstream.schemas.events import MemoryDeleted, MemoryDeletedData
 
 from .jobs import failed
 from .multi_observing import fail_thread
+from .observations import split_keeping_boundaries
 from .resource import thread_of
 from .sections import shown_thread_id
 from .state import ThreadMemory
@@ -37,7 +38,6 @@ from .step import Step
 
 __all__ = ["delete_resource_thread", "without_thread_sections"]
 
-_BOUNDARY = re.compile(r"(\n{2,}--- message boundary \([^)]*\) ---\n{2,})")
 _CANCELLED = "cancelled: thread {} of the resource was deleted while this cycle read it"
 
 
@@ -45,7 +45,7 @@ def without_thread_sections(observations: str, shown_id: str) -> str:
     """`observations` without the `<thread id="shown_id">` sections; a chunk that held nothing
     else is dropped with the boundary before it (after it, for the first chunk)."""
     section = re.compile(rf'<thread id="{re.escape(shown_id)}">\n.*?\n?</thread>', re.DOTALL)
-    pieces = _BOUNDARY.split(observations)  # chunk, boundary, chunk, boundary, ...
+    pieces = split_keeping_boundaries(observations)
     kept: list[str] = []
     for i in range(0, len(pieces), 2):
         chunk = section.sub("", pieces[i])
