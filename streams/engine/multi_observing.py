@@ -36,7 +36,14 @@ from .observer_attachments import observer_user_content
 from .parsing import ObserverOutput, is_degenerate
 from .prompts import observer_system_prompt, observer_user_prompt
 from .resource import pending_by_thread, plan_batches, thread_of, thread_tokens
-from .resource_extracting import followup_id, followup_job, one_thread_per_call, thread_extraction, thread_specs
+from .resource_extracting import (
+    followup_again,
+    followup_id,
+    followup_job,
+    one_thread_per_call,
+    thread_extraction,
+    thread_specs,
+)
 from .sections import merge_section, shown_thread_id
 from .state import Cycle, PendingMessage, ThreadMemory
 from .status import emit_status
@@ -58,7 +65,7 @@ def batch_of(cycle: Cycle, job_id: str) -> int | None:
     waits for it (a batch asked again waits for its second job only)."""
     for n in range(len(cycle.batches)):
         own = batch_job_id(cycle.cycle_id, n, again=n in cycle.regenerated)
-        if job_id in (own, followup_id(own)):
+        if job_id in (own, followup_id(own, again=n in cycle.followups_again)):
             return n
     return None
 
@@ -175,9 +182,17 @@ def resource_batch_result(step: Step, cycle: Cycle, batch: int, result: ModelRes
     """Record one batch's answer; once all are in, commit them (True: the check goes on)."""
     answers, mains = list(cycle.batch_answers), list(cycle.batch_mains)
     if result.kind == "extract":  # the follow-up of an answer kept in `batch_mains`
-        if mains[batch] is None:
+        main = mains[batch]
+        if main is None:
             return False
-        answers[batch], mains[batch] = mains[batch], None
+        if batch not in cycle.followups_again and followup_again(step, cycle.batches[batch][0], result):
+            again = cycle.model_copy(update={"followups_again": (*cycle.followups_again, batch)})
+            job = followup_job(step, again, main.cycle_id, cycle.batches[batch][0], main, again=True)
+            if job is not None:
+                step.jobs.append(job)
+                step.update(in_flight=again)
+                return False
+        answers[batch], mains[batch] = main, None
         followups = list(cycle.batch_followups)
         followups[batch] = result
         cycle = cycle.model_copy(update={"batch_followups": tuple(followups)})

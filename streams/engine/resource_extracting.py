@@ -29,7 +29,8 @@ from .state import Cycle, ThreadMemory
 from .step import Step
 from .transcript import observer_transcript
 
-__all__ = ["followup_id", "followup_job", "one_thread_per_call", "thread_extraction", "thread_specs"]
+__all__ = ["followup_again", "followup_id", "followup_job", "one_thread_per_call", "thread_extraction",
+           "thread_specs"]
 
 
 def thread_specs(step: Step, thread: str) -> tuple[Spec, ...]:
@@ -48,13 +49,15 @@ def one_thread_per_call(step: Step) -> bool:
     return bool(o.extract) or o.manage_working_memory
 
 
-def followup_id(job_id: str) -> str:
-    return f"{job_id}/extract"
+def followup_id(job_id: str, *, again: bool = False) -> str:
+    return f"{job_id}/extract/again" if again else f"{job_id}/extract"
 
 
-def followup_job(step: Step, cycle: Cycle, job_id: str, thread: str, answer: ModelResult) -> ModelJob | None:
-    """The structured follow-up of `thread`'s answer, or None when there is none to ask (no
-    structured extractor, a failed or empty answer, or no model may take it)."""
+def followup_job(step: Step, cycle: Cycle, job_id: str, thread: str, answer: ModelResult, *,
+                 again: bool = False) -> ModelJob | None:
+    """The structured follow-up of `thread`'s answer (`again`: asked once more, for JSON alone),
+    or None when there is none to ask (no structured extractor, a failed or empty answer, or no
+    model may take it)."""
     specs = thread_specs(step, thread)
     if not answer.ok or not any(s.mode == "structured" for s in specs):
         return None
@@ -66,11 +69,19 @@ def followup_job(step: Step, cycle: Cycle, job_id: str, thread: str, answer: Mod
     system, user, settings = extraction.structured_request(
         specs, source="observer", observations=parsed.observations,
         transcript=observer_transcript(messages, step.config.om.time_zone), metadata=meta.metadata)
-    job = model_job(step, cycle.model_copy(update={"cycle_id": followup_id(job_id)}),
+    if again:
+        user += extraction.JSON_ONLY
+    job = model_job(step, cycle.model_copy(update={"cycle_id": followup_id(job_id, again=again)}),
                     (ChatMessage(role="system", content=system), ChatMessage(role="user", content=user)),
                     reflector=False, trigger=cycle.trigger, input_tokens=thread_tokens(messages),
                     kind="extract", extra_settings=settings)
     return None if isinstance(job, str) else job
+
+
+def followup_again(step: Step, thread: str, followup: ModelResult) -> bool:
+    """Whether a follow-up that answered is to be asked once more (spec §9.3: no JSON object, or
+    `{}` when an extractor asks for a retry on an empty object)."""
+    return followup.ok and extraction.retry_reason(followup.output, thread_specs(step, thread)) is not None
 
 
 def thread_extraction(step: Step, thread: str, answer: ModelResult, followup: ModelResult | None,

@@ -136,6 +136,7 @@ class Cycle(_Frozen):
     # structured follow-up, and each committed batch's follow-up answer.
     batch_mains: tuple[ModelResult | None, ...] = ()
     batch_followups: tuple[ModelResult | None, ...] = ()
+    followups_again: tuple[int, ...] = ()  # batches whose follow-up was asked for once more
 
 
 class BufferedChunk(_Frozen):

@@ -89,6 +89,27 @@ def test_a_structured_extractor_asks_a_follow_up_per_thread_before_the_cycle_com
     assert memory.state.in_flight is None and memory.state.pending == ()
 
 
+def test_a_follow_up_that_answers_no_json_is_asked_once_more_for_json_alone():
+    memory = Memory(resource_engine(100_000, obscureThreadIds=False, observation={"extract": [PROFILE]}))
+    for n in range(2):
+        memory.feed(say(n, A))
+    memory.feed(ObserveRequested(thread_id=A, at=T0))
+    [main] = memory.waiting
+    memory.waiting.clear()
+    memory.feed(scripted_result(main))
+    [follow] = memory.waiting
+    memory.waiting.clear()
+    memory.feed(scripted_result(follow, output="Sure! The profile is Ann."))
+    [again] = memory.waiting
+    assert again.cycle_id == follow.cycle_id + "/again" and again.messages[1].content.endswith("no code fence.")
+    memory.feed(scripted_result(follow, output='{"profile": {"name": "late"}}'))  # the first one again: ignored
+    assert not memory.of_type("data-om-observation-end")
+    memory.feed(scripted_result(again, output="still prose"))
+    [end] = memory.of_type("data-om-observation-end")
+    assert end.data.extraction_failures[0].slug == "profile" and memory.state.pending == ()
+    assert len([j for j in memory.jobs if j.kind == "extract"]) == 2  # asked once more, not twice
+
+
 def test_working_memory_is_the_resources_one_document_updated_by_each_threads_call():
     memory = Memory(resource_engine(100_000, obscureThreadIds=False, observation={"manageWorkingMemory": True}))
     _both_threads(memory)
