@@ -175,3 +175,20 @@ def test_after_deleting_a_thread_nothing_of_its_messages_remains_or_reaches_a_pr
         if message.thread_id == B and state.generation == 0:
             assert state.observations.count(_TAG.search(message.text()).group(0)) == 1
 
+
+
+def test_deleting_the_resource_forgets_every_thread():
+    from omstream.schemas.control import ResourceDeleted
+
+    memory = Memory(resource_engine(400, obscureThreadIds=False))
+    for n in range(20):
+        memory.feed(say(n, (A, B)[n % 2]))
+        memory.answer_all()
+    assert memory.state.observations and memory.state.pending
+    memory.feed(ResourceDeleted(resource_id="u1", at=T0))
+    state = memory.state
+    assert (state.observations, state.pending, state.threads, state.memory_key) == ("", (), {}, "resource:u1")
+    [deleted] = memory.of_type("om-memory-deleted")
+    assert deleted.data.reason == "resource-deleted" and deleted.data.observations is None
+    memory.feed(say(0, A))  # the user starts again: a new memory, message ids free again
+    assert [m.id for m in memory.state.pending] == [say(0, A).id]
