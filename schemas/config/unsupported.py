@@ -13,6 +13,8 @@ from .problems import Problem
 __all__ = ["unsupported_problems"]
 
 _NOT_YET = "is not supported yet; remove it (see the README's \"Not supported yet\" list)"
+_NOT_YET_RESOURCE = ("is not supported yet with scope 'resource'; remove it, or use scope 'thread' "
+                     "(see the README's \"Not supported yet\" list)")
 
 
 def unsupported_problems(om: OmConfig) -> list[Problem]:
