@@ -13,8 +13,6 @@ from .problems import Problem
 __all__ = ["unsupported_problems"]
 
 _NOT_YET = "is not supported yet; remove it (see the README's \"Not supported yet\" list)"
-_NOT_YET_RESOURCE = ("is not supported yet with scope 'resource'; remove it, or use scope 'thread' "
-                     "(see the README's \"Not supported yet\" list)")
 
 
 def unsupported_problems(om: OmConfig) -> list[Problem]:
@@ -24,22 +22,10 @@ def unsupported_problems(om: OmConfig) -> list[Problem]:
     """
     obs, refl = om.observation, om.reflection
     problems: list[Problem] = []
-    if om.scope == "resource":
-        problems += _not_yet_in_resource_scope(om)
     for path, spec in (("model", om.model), ("observation.model", obs.model),
                        ("reflection.model", refl.model)):
         problems += _unsupported_fallback_options(path, spec)
     return problems
-
-
-def _not_yet_in_resource_scope(om: OmConfig) -> list[Problem]:
-    """What works in thread scope but not yet across the threads of a resource."""
-    asked = {
-        # Observation groups are written by the thread-scope observer paths so far; a resource
-        # memory's per-thread sections do not carry them yet.
-        "retrieval": om.retrieval is not False,
-    }
-    return [Problem(path, _NOT_YET_RESOURCE) for path, is_set in asked.items() if is_set]
 
 
 def _unsupported_fallback_options(path: str, spec: ModelSpec | None) -> list[Problem]:

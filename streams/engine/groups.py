@@ -23,7 +23,7 @@ from .state import PendingMessage
 from .temporal import is_temporal_marker
 
 __all__ = ["ObservationGroup", "combine_ranges", "group_id", "grouped", "group_safe_line_count", "message_range",
-           "parse_groups", "render_groups", "split_range", "strip_groups", "wrap_group"]
+           "parse_groups", "render_groups", "split_range", "strip_groups", "thread_cycle", "wrap_group"]
 
 # The content may not open another group: an opening without its close is not a group.
 _GROUP = re.compile(r"^<observation-group(?P<attrs>[ \t][^>\n]*)>\n"
@@ -65,6 +65,12 @@ def split_range(segment: str) -> tuple[str, str]:
 def group_id(memory_key: str, cycle_id: str) -> str:
     """16 hex characters, a function of the memory and the cycle that wrote the group."""
     return hashlib.sha256(f"observation-group/{memory_key}/{cycle_id}".encode()).hexdigest()[:16]
+
+
+def thread_cycle(cycle_id: str, thread_id: str) -> str:
+    """What a resource memory's group id is drawn from: one cycle observes several threads, and
+    each thread's group needs an id of its own."""
+    return f"{cycle_id}/thread/{thread_id}"
 
 
 def message_range(messages: Sequence[PendingMessage]) -> str:

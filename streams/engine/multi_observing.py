@@ -8,7 +8,10 @@ of the resource can be observed twice, whatever order its threads' messages arri
 
 Every thread gets its own `data-om-observation-start` / `-end` pair (the shared cycle id,
 `threadIds` naming all the cycle's threads); its observations become a `<thread id>` section of
-the log, merged by date (`sections.merge_section`).
+the log, merged by date (`sections.merge_section`).  With retrieval on, that thread's new
+observations are one observation group inside its section (spec §12): its range names the
+thread's observed messages, its id is drawn from the cycle and the thread, so two threads of one
+cycle never share an id.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from omstream.schemas.jobs import ChatMessage, JobTrigger, ModelJob, ModelResult
 from . import extraction
 from .extracting import extraction_fields, with_inline
 from .extraction import THREAD_TITLE, Extraction, title_change
+from .groups import grouped, strip_groups, thread_cycle
 from .jobs import failure, model_job
 from .observer_attachments import observer_user_content
 from .parsing import ObserverOutput, is_degenerate
@@ -95,8 +99,10 @@ def resource_observer_request(step: Step, threads: tuple[str, ...]) -> tuple[Cha
         f'<thread id="{shown_thread_id(t, obscure)}">\n'
         f"{observer_transcript(groups[t], config.om.time_zone, numbers=numbers)}\n</thread>"
         for t in threads)
-    shown, truncated = truncate_observations(state.observations, o.previous_observer_tokens,
-                                             config.counter.count, state.observation_tokens)
+    previous, known = state.observations, state.observation_tokens
+    if "observation-group" in previous:  # the observer reads the log without group tags
+        previous, known = strip_groups(previous), None
+    shown, truncated = truncate_observations(previous, o.previous_observer_tokens, config.counter.count, known)
     prior = _prior_hints(step, threads, obscure, hints=bool(hints), title=o.thread_title)
     specs = thread_specs(step, threads[0]) if len(threads) == 1 and one_thread_per_call(step) else ()
     if specs:  # one thread per call: its extractors' prior values and sections (resource_extracting)
@@ -281,7 +287,8 @@ def _commit_thread(step: Step, cycle: Cycle, thread: str, answer: ThreadAnswer, 
     if not mine:
         return
     newest = max(m.created_at for m in mine)
-    text = parsed.observations
+    text = grouped(config.resolved.retrieval is not None, state.memory_key, thread_cycle(cycle.cycle_id, thread),
+                   mine, parsed.observations)
     observations = state.observations
     if text:
         shown = shown_thread_id(thread, config.resolved.obscure_thread_ids)

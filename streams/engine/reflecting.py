@@ -49,6 +49,7 @@ from .reflection_plan import (
     suppression_after_failure,
 )
 from .resource import is_resource
+from .resource_groups import resource_reflection_groups
 from .state import BufferedReflection, Cycle, CycleKind, Generation, Phase
 from .status import emit_status
 from .step import Step
@@ -217,7 +218,11 @@ def _accepted_answer(step: Step, cycle: Cycle, i: int) -> str:
 def _reflection_group(step: Step, cycle: Cycle, text: str, source: str) -> str:
     """With retrieval on, a reflection is one group spanning the groups it condensed (spec §12);
     a log written before retrieval was turned on has none, and its reflection stays bare."""
-    sources = parse_groups(source) if step.config.resolved.retrieval is not None else []
+    if step.config.resolved.retrieval is None:
+        return text
+    if is_resource(step.config):  # per thread section (resource_groups)
+        return resource_reflection_groups(text, source, step.state.memory_key, cycle.cycle_id)
+    sources = parse_groups(source)
     if not sources or not text.strip():
         return text
     return wrap_group(text, group_id(step.state.memory_key, cycle.cycle_id), combine_ranges(sources),

@@ -629,7 +629,6 @@ def test_config_check_help(capsys):
 
 # --- accepted means implemented ---------------------------------------------------------------------
 UNSUPPORTED = {
-    "retrieval": {"scope": "resource", "retrieval": True},
     "observation.model[0].maxRetries": {"observation": {"model": [{"model": "a/b", "maxRetries": 1}]}},
     "reflection.model[1].headers": {"reflection": {"model": [{"model": "a/b"},
                                                               {"model": "c/d", "headers": {"x": "y"}}]}},
@@ -655,9 +654,10 @@ def test_off_values_of_unimplemented_options_are_accepted(options):
 
 
 def test_config_check_names_an_unimplemented_option(tmp_path, capsys):
-    code, _, err = run_check(tmp_path, "om.json", json.dumps({"scope": "resource", "retrieval": True}), capsys)
+    options = {"observation": {"model": [{"model": "a/b", "maxRetries": 1}]}}
+    code, _, err = run_check(tmp_path, "om.json", json.dumps(options), capsys)
     assert code == 1
-    assert "retrieval: is not supported yet" in err
+    assert "observation.model[0].maxRetries: is not supported yet" in err
 
 
 @pytest.mark.parametrize("options", [
@@ -668,6 +668,8 @@ def test_config_check_names_an_unimplemented_option(tmp_path, capsys):
      "reflection": {"extract": [{"name": "mood", "instructions": "the user's mood"}]}},
     {"scope": "resource", "obscureThreadIds": False, "observation": {"bufferTokens": False}},
     {"scope": "resource", "temporalMarkers": True, "observation": {"threadTitle": True}},
+    {"scope": "resource", "retrieval": True},
+    {"scope": "resource", "retrieval": {"scope": "thread", "instructions": "cite the ids"}},
     {"obscureThreadIds": True, "observation": {"maxTokensPerBatch": 5000}},
 ])
 def test_resource_scope_and_its_options_are_accepted(options):
