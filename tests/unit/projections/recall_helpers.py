@@ -4,11 +4,13 @@ projection, as `om serve` builds it."""
 from datetime import UTC, datetime, timedelta
 
 from omstream.engine.fold import fold, new_state
+from omstream.engine.state import MemoryState
 from omstream.engine.tokens import get_counter
+from omstream.projections.access import resource_of
 from omstream.projections.context import ContextProjection
 from omstream.projections.recall import Caller, RecallSource, parse_params, recall
 from omstream.schemas.messages import Message
-from tests.helpers import engine
+from tests.helpers import engine, scripted_result
 
 T0 = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 #: No observation ever: recall reads messages, and a 1M-token threshold keeps every job away.
@@ -46,3 +48,28 @@ def source_of(projection: ContextProjection, counter: str = "tokenx") -> RecallS
 async def ask(source: RecallSource, thread: str = "t1", *, scope: str = "resource", resource: str | None = "u1",
               search=None, **params):
     return await recall(source, Caller(thread, resource, f"thread:{thread}", scope), parse_params(params), search)
+
+
+def project_resources(messages: list[Message], config, projection: ContextProjection) -> dict[str, MemoryState]:
+    """Each message folded into its resource's memory (`resource:<id>`, scope resource), every
+    model job answered by the scripted models at once, the events applied to `projection`.
+    Returns each resource's memory state."""
+    states: dict[str, MemoryState] = {}
+    for message in messages:
+        resource = message.resource_id or ""
+        state = states.get(resource) or new_state(f"resource:{resource}", message.thread_id, resource)
+        queue: list = [message]
+        while queue:
+            out = fold(state, queue.pop(0), config)
+            state = out.state
+            for event in out.events:
+                projection.apply_event(event)
+            queue += [scripted_result(job) for job in out.jobs]
+        states[resource] = state
+    return states
+
+
+def resource_caller(projection: ContextProjection, thread: str, scope: str = "resource") -> Caller:
+    """The caller `om serve`'s recall route makes for `thread` (its view's resource and memory)."""
+    view = projection.threads[thread]
+    return Caller(thread, resource_of(view), view.memory_key or f"thread:{thread}", scope)

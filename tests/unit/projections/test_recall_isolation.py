@@ -1,14 +1,21 @@
 """Isolation (issue 29, acceptance 3): over random interleavings of two resources' threads, no
 recall answer ever holds a message of a memory the caller may not see: in thread scope another
-thread's, in resource scope another resource's; whatever the cursor, threadId or mode asked."""
+thread's, in resource scope another resource's; whatever the cursor, threadId or mode asked.
+The second property folds each resource into one resource-scope memory with retrieval on, so
+its threads' sections carry observation groups whose ranges are asked as cursors too."""
 
 import re
 
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from omstream.projections.recall import RecallError
-from tests.unit.projections.recall_helpers import ask, msg, project, source_of
+from omstream.engine.groups import parse_groups
+from omstream.engine.resolution import resolve
+from omstream.engine.sections import section_bodies
+from omstream.projections.context import ContextProjection
+from omstream.projections.recall import RecallError, parse_params, recall
+from tests.helpers import engine
+from tests.unit.projections.recall_helpers import ask, msg, project, project_resources, resource_caller, source_of
 
 #: thread -> resource: u1 has a and b, u2 has c and d.
 THREADS = {"a": "u1", "b": "u1", "c": "u2", "d": "u2"}
@@ -62,3 +69,37 @@ async def test_no_recall_answer_holds_another_memorys_message(case, caller, scop
             continue
         leaked = ids_in(answer) - allowed
         assert not leaked, (call, leaked, answer)
+
+
+#: Resource memories with groups: observations happen, and their ranges become cursors.
+GROUPED = engine(120, scope="resource", retrieval=True, obscureThreadIds=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(histories(), st.sampled_from(sorted(THREADS)))
+async def test_a_resource_memory_with_groups_never_shows_another_resources_message(case, caller):
+    messages, calls = case
+    projection = ContextProjection(retrieval=resolve(GROUPED.om).retrieval)
+    states = project_resources(messages, GROUPED, projection)
+    if caller not in projection.threads:
+        return  # the route answers 404 for a thread the read side does not hold
+    mine = THREADS[caller]
+    allowed = {m.id for m in messages if THREADS[m.thread_id] == mine} | {t for t, r in THREADS.items() if r == mine}
+    groups = [(thread, g) for state in states.values()
+              for thread, body in section_bodies(state.observations) for g in parse_groups(body)]
+    for thread, group in groups:  # a group names its own thread's messages only
+        assert group.start.startswith(f"{thread}-") and group.end.startswith(f"{thread}-"), group
+    event(f"groups: {min(len(groups), 6)}")
+    # Every range of both resources, as a cursor, with and without the group's thread.
+    calls = calls + [call for thread, g in groups for call in (
+        {"cursor": g.range}, {"cursor": g.start, "threadId": thread}, {"cursor": g.end, "partIndex": 0})]
+    source, who = source_of(projection), resource_caller(projection, caller)
+    for call in calls:
+        try:
+            answer = await recall(source, who, parse_params(call))
+        except RecallError:
+            continue
+        leaked = ids_in(answer) - allowed
+        assert not leaked, (call, leaked, answer)
+    window = "\n".join(projection.threads[caller].window().system)
+    assert not any(f"[{m.id}]" in window or m.id in window for m in messages if THREADS[m.thread_id] != mine)
