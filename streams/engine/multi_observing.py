@@ -99,7 +99,8 @@ def resource_observer_request(step: Step, threads: tuple[str, ...]) -> tuple[Cha
         f'<thread id="{shown_thread_id(t, obscure)}">\n'
         f"{observer_transcript(groups[t], config.om.time_zone, numbers=numbers)}\n</thread>"
         for t in threads)
-    previous, known = state.observations, state.observation_tokens
+    previous = state.observations
+    known: int | None = state.observation_tokens
     if "observation-group" in previous:  # the observer reads the log without group tags
         previous, known = strip_groups(previous), None
     shown, truncated = truncate_observations(previous, o.previous_observer_tokens, config.counter.count, known)

@@ -12,8 +12,8 @@ without nesting a group in a group, and deleting a thread takes its reflected gr
 - each run of text outside the sections becomes one `kind="reflection"` group spanning every
   group of the reflected log (the reflector merged it across threads, so no thread owns it).
 
-Ids are drawn from the memory key, the cycle and the thread's shown id (or the run's place), so
-they are distinct within the cycle and the same on every refold.  A log written before retrieval
+Ids are drawn from the memory key, the cycle, the section's place and the thread's shown id (or
+the run's place), so they are distinct within the cycle and the same on every refold.  A log written before retrieval
 was turned on has no group, and its reflection stays bare, as in thread scope.
 """
 
@@ -44,7 +44,7 @@ def resource_reflection_groups(text: str, source: str, memory_key: str, cycle_id
         shown, body = match.group(1), strip_groups(match.group(2))
         own = by_thread.get(shown)
         if own and body.strip():
-            gid = group_id(memory_key, thread_cycle(cycle_id, shown))
+            gid = group_id(memory_key, thread_cycle(f"{cycle_id}/{n}", shown))  # a thread may have two
             body = wrap_group(body, gid, combine_ranges(own), kind="reflection")
         pieces.append(wrap_section(shown, body))
         at = match.end()

@@ -18,11 +18,11 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from omstream.engine.groups import group_id, parse_groups, strip_groups, thread_cycle, wrap_group
+from omstream.engine.resolution import resolve
 from omstream.engine.resource_groups import resource_reflection_groups
 from omstream.engine.sections import merge_section, section_bodies
 from omstream.engine.thread_deletion import without_thread_sections
 from omstream.projections.context import build_context_system_messages
-from omstream.engine.resolution import resolve
 from omstream.schemas.control import ObserveRequested, ThreadDeleted
 from tests.helpers import T0
 from tests.unit.engine.resource_helpers import Memory, resource_engine, say
@@ -89,7 +89,7 @@ def test_a_reflection_groups_each_section_over_its_threads_groups_and_the_rest_o
     groups = parse_groups(out)
     assert [(g.range, g.kind) for g in groups] == [("a1:a9", "reflection"), ("a1:a9", "reflection"),
                                                    ("b1:b2", "reflection")]
-    assert groups[1].id == group_id("resource:u1", thread_cycle("c-7", "a"))
+    assert groups[1].id == group_id("resource:u1", thread_cycle("c-7/0", "a"))
     assert len({g.id for g in groups}) == 3
     assert [t for t, _ in section_bodies(out)] == ["a", "b"]
     assert strip_groups(out) == text
@@ -162,7 +162,7 @@ def _well_formed(text: str) -> None:
     assert strip_groups(text).count("observation-group") == 0
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(actions, st.integers(min_value=0, max_value=45), st.booleans())
 def test_groups_are_well_formed_per_thread_and_the_same_on_a_refold(plan, day_break, reflect):
     reflection = {"observationTokens": 250 if reflect else 100_000}

@@ -5,10 +5,10 @@ thread or cursor of another resource is refused, and the actor's context shows t
 import pytest
 
 from omstream.engine.groups import parse_groups
+from omstream.engine.resolution import resolve
 from omstream.engine.sections import section_bodies
 from omstream.projections.context import ContextProjection
 from omstream.projections.recall import RecallError, parse_params, recall
-from omstream.engine.resolution import resolve
 from tests.helpers import engine
 from tests.unit.projections.recall_helpers import msg, project_resources, resource_caller, source_of
 
