@@ -13,6 +13,8 @@ import hashlib
 import json
 from pathlib import Path
 
+from omstream.engine.groups import parse_groups
+from omstream.engine.sections import section_bodies, shown_thread_id
 from omstream.schemas.config import load_om_config
 from omstream.settings import read_config_file
 from omstream.simulation import run
@@ -71,3 +73,35 @@ def test_om_simulate_takes_a_file_of_several_threads_in_either_scope(tmp_path, c
     assert sorted(summary["memories"]) == ["thread:gear-questions", "thread:trip-planning"]
     threads = {json.loads(line)["threadId"] for line in CONVERSATION.read_text().splitlines()}
     assert threads == {"gear-questions", "trip-planning"}
+
+
+def test_with_retrieval_each_threads_observations_are_groups_of_its_own_messages(tmp_path):
+    """The same file with `retrieval = true`: every observation of a thread is one group naming
+    that thread's observed messages, reflections are `kind="reflection"` groups inside the
+    threads' sections, and a second run writes the same bytes (ids drawn from the log)."""
+    options = read_config_file(CONFIG)
+    options["observationalMemory"]["retrieval"] = True
+    config = load_om_config(options)
+    out = tmp_path / "groups.jsonl"
+    run(CONVERSATION, config, out=out, parity=False, measured_time=False, timeline=False)
+    events = [json.loads(line) for line in out.read_text().splitlines()]
+    thread_of = {e["data"]["message"]["id"]: e["data"]["message"]["threadId"]
+                 for e in events if e["type"] == "om-message-accepted"}
+    ends = [e for e in events if e["type"] == "data-om-observation-end"]
+    observed = [e for e in ends if e["data"]["operationType"] == "observation" and e["data"]["observations"]]
+    for end in observed:
+        (group,) = parse_groups(end["data"]["observations"])
+        assert {thread_of[group.start], thread_of[group.end]} == {end["threadId"]}
+        assert {group.start, group.end} <= set(end["data"]["observedMessageIds"])
+    reflections = [e["data"]["observations"] for e in ends if e["data"]["operationType"] == "reflection"]
+    assert reflections and all(parse_groups(text) for text in reflections)
+    for text in reflections:
+        for shown, body in section_bodies(text):  # ids obscured: the default in resource scope
+            assert all(g.kind == "reflection" and shown_thread_id(thread_of[g.start], True)
+                       == shown_thread_id(thread_of[g.end], True) == shown for g in parse_groups(body))
+    ids = [parse_groups(e["data"]["observations"])[0].id for e in observed]
+    assert len(ids) == len(set(ids))
+    run(CONVERSATION, config, out=tmp_path / "again.jsonl", parity=False, measured_time=False, timeline=False)
+    assert (tmp_path / "again.jsonl").read_bytes() == out.read_bytes()
+    print(f"{len(observed)} observation groups, {len(reflections)} reflections, "
+          f"sha256 {hashlib.sha256(out.read_bytes()).hexdigest()}")
