@@ -5,15 +5,17 @@ memory as it does in thread scope.  What belongs to the thread goes:
 
 - its unobserved messages (temporal-gap markers included) and the inputs of it the memory holds
   behind a blocking cycle;
-- every `<thread id="…">` section of it in the observations (a chunk left empty goes with its
-  boundary), and its per-thread metadata (last observed time, hints, title);
+- every `<thread id="…">` section of it in the observations, with the observation groups inside
+  (retrieval on: the ranges of its messages), a chunk left empty going with its boundary; and its
+  per-thread metadata (last observed time, hints, title);
 - a blocking cycle in flight that read it (a reflection, or an observation covering its
   messages or shown its sections as previous observations): the cycle fails for the other threads it covered,
   whose messages stay for the next cycle, and its answer is ignored when it comes, since it
   may carry the deleted thread's words into another thread's section.
 
 What stays: text a reflection wrote outside any `<thread>` section (the reflector merged it
-across threads, so no rule can tell whose it is), the resource's extractor values and working
+across threads, so no rule can tell whose it is; its group's range may still name the thread's
+messages, which recall no longer finds), the resource's extractor values and working
 memory (they belong to the resource), and the ids of the thread's messages (message ids are
 immutable within a memory: a copy replayed later is still a duplicate, not a new message).
 The `om-memory-deleted` event names the thread and carries the observations that remain, so the
