@@ -380,6 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StopRequested as stop:
         print(f"stopped: {stop}", file=sys.stderr)
         return 3
+    report["command"] = " ".join(["python -m bench.quality", *(sys.argv[1:] if argv is None else argv)])
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"report: {out}")

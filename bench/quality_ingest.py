@@ -170,7 +170,8 @@ async def ingest(thread: str, om: Any, messages: list[Any], cache: CallCache, li
     sim = Simulation(EngineConfig(driven_config(om), takes_attachments=takes_attachments))
     calls: list[dict[str, Any]] = []
     outcomes = Counter({"clean": 0, "recovered": 0, "failed": 0})
-    with tqdm(total=len(messages), unit="msg", desc="ingest", file=sys.stderr) as bar:
+    # Every message drawn (mininterval 0): the bar then shows the message that waits on a model call.
+    with tqdm(total=len(messages), unit="msg", desc="ingest", file=sys.stderr, mininterval=0) as bar:
         for event in inputs_of(messages):
             jobs = sim.feed(event)
             while jobs:
@@ -181,6 +182,7 @@ async def ingest(thread: str, om: Any, messages: list[Any], cache: CallCache, li
                 if job.kind in ("observe", "buffer"):
                     outcomes[observer_outcome(result)] += 1
                 jobs.extend(sim.feed(untimed(result, job)))
+                bar.set_postfix_str(f"{len(calls)} model calls", refresh=False)
             if isinstance(event, Message):
                 bar.update()
     projection = ContextProjection(time_zone=om.time_zone)

@@ -88,7 +88,7 @@ def landing(qa: QA, evidence: Evidence, lines: Sequence[dict[str, Any]], raw_ids
     lines that hold it (the rule above), or `none`; `missing` when the id is not in the
     conversation ingested."""
     words_of = line_words if line_words is not None else [content_words(x["text"], evidence.names) for x in lines]
-    out = []
+    out: list[dict[str, Any]] = []
     for dia in evidence_ids(qa):
         if dia not in evidence.turns:
             out.append({"evidence": dia, "where": "missing"})

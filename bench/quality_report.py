@@ -60,7 +60,7 @@ def question_rows(conversation: Conversation, thread: str, questions: Sequence[Q
     raw = set(raw_ids)
     out = []
     for i, qa in enumerate(questions):
-        conditions = {}
+        conditions: dict[str, dict[str, Any]] = {}
         for name, rows in answers.items():
             row = rows[i]
             conditions[name] = {"contextTokens": context_tokens[name], "reply": row["reply"],
