@@ -17,8 +17,9 @@ development only.  Conversations 5-9 are held out: develop on 0-4.
 
 What runs
 1. **Ingest.** One LoCoMo conversation, session by session, through omstream's real fold,
-   prompts, parsers and model calls, without a broker: `omstream.simulation.simulate` (what
-   `om simulate` runs) over chat messages made from the turns.  A session's date is the time
+   prompts, parsers and model calls, without a broker: the loop of `omstream.simulation.simulate`
+   (what `om simulate` runs; `bench/quality_ingest.py`, with checkpointed model calls) over chat
+   messages made from the turns.  A session's date is the time
    of its first message; the next ones follow a minute apart.  A shared photo becomes
    `[shares a photo: <blip caption>]` after the text.
    *Both speakers are `user`, the speaker's name prefixed* (`"Caroline: I went to ..."`): LoCoMo
@@ -170,10 +171,34 @@ def roles(args: argparse.Namespace) -> dict[str, str]:
     return {"observer": observer, "reflector": args.reflector or observer, "reader": args.reader or args.model}
 
 
+def check_keys(models: dict[str, str]) -> None:
+    """Stop before any work when a hosted model's key is not in the environment."""
+    from omstream.models import local
+    from omstream.models.calls import litellm_model_name, warm_up
+
+    warm_up()  # litellm, imported with the project's offline settings
+    import litellm
+
+    for role, model in models.items():
+        if model.startswith("scripted/") or local.is_local(model):
+            continue
+        try:
+            missing = litellm.validate_environment(model=litellm_model_name(model)).get("missing_keys") or []
+        except Exception:  # noqa: BLE001 - an unknown provider is reported by its first call
+            missing = []
+        if missing:
+            raise SystemExit(f"--{role} {model}: its key is not in the environment (litellm misses "
+                             f"{', '.join(missing)})")
+
+
 async def speeds(models: dict[str, str]) -> list[dict[str, Any]]:
     out = []
     for model in dict.fromkeys(models.values()):
-        speed = await measure_speed(model)
+        try:
+            speed = await measure_speed(model)
+        except Exception as exc:  # noqa: BLE001 - the first call of a run: say why before anything is spent
+            raise SystemExit(f"{model}: the speed check's call failed ({type(exc).__name__}: {exc}); "
+                             "a hosted model needs its key in the environment (e.g. GEMINI_API_KEY)") from exc
         print("speed " + format_speed(speed), flush=True)
         out.append(speed)
     return out
@@ -264,13 +289,14 @@ async def run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         + f" (seed {args.seed}); checkpoints in {store.root}")
     if not questions:
         raise SystemExit("no questions to ask (with --max-sessions, none has all its evidence in those sessions)")
+    check_keys(models)
     speed = [] if args.no_speed else await speeds(models)
 
     t = time.monotonic()
     ingested, ingest_info = await ingest_phase(store, thread, om, messages, limit, args.call_timeout)
     timings["ingest"] = time.monotonic() - t
-    print(f"ingest: {ingested.observer_calls} observer and {ingested.reflector_calls} reflector calls "
-          f"({sum(1 for c in ingested.calls if c['cached'])} served from the call checkpoint), "
+    served = "" if ingest_info["checkpoint"] else f" ({ingest_info['callsFromCheckpoint']} served from the call checkpoint)"
+    print(f"ingest: {ingested.observer_calls} observer and {ingested.reflector_calls} reflector calls{served}, "
           f"observer outputs {ingested.outcomes}, {ingested.observation_tokens} observation tokens, "
           f"{ingested.raw_messages} messages still raw, {timings['ingest']:.0f} s")
 

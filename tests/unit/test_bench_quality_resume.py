@@ -176,3 +176,11 @@ def test_roles_default_to_model_and_the_reflector_follows_the_observer():
     args = quality.parse_args(["--reader", "r"])
     assert quality.roles(args) == {"observer": quality.DEFAULT_MODEL, "reflector": quality.DEFAULT_MODEL,
                                    "reader": "r"}
+
+
+def test_a_hosted_model_without_its_key_stops_the_run_before_any_work(data, tmp_path, monkeypatch, calls):
+    for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(SystemExit, match="--reader gemini/gemini-2.5-flash: its key is not in the environment"):
+        run(data, tmp_path, "--reader", "gemini/gemini-2.5-flash")
+    assert calls == [] and not (tmp_path / "checkpoints" / "conv0" / "calls.jsonl").exists()
