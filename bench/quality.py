@@ -91,6 +91,7 @@ from .quality_answer import (
     chat_tokens,
     format_speed,
     measure_speed,
+    model_identity,
     question_options,
     recent_within,
     render_transcript,
@@ -213,7 +214,8 @@ async def ingest_phase(store: Store, thread: str, om: Any, messages: list[Any], 
     if saved is not None:
         print(f"ingest: from checkpoint {store.path('ingest', key)} (no model call)")
         return Ingested.from_json(saved["ingested"]), {"key": key, "checkpoint": True, "callsFromCheckpoint": None}
-    cache = CallCache(store.root / "calls.jsonl")
+    runtime = digest(model_identity(om.observation.model), model_identity(om.reflection.model))
+    cache = CallCache(store.root / f"calls-{runtime}.jsonl")
     ingested = await ingest(thread, om, messages, cache, limit, timeout=timeout)
     store.save("ingest", key, {"ingested": ingested.to_json()})
     return ingested, {"key": key, "checkpoint": False, "callsFromCheckpoint": cache.hits}

@@ -16,7 +16,7 @@ from . import locomo
 from .locomo import QA, Conversation, Session, Turn
 from .quality_store import BENCH_VERSION, CallLimit, Store, digest
 
-__all__ = ["MAX_ANSWER_TOKENS", "answer_condition", "ask", "chat_tokens", "format_speed", "measure_speed", "protocol",
+__all__ = ["MAX_ANSWER_TOKENS", "answer_condition", "ask", "chat_tokens", "format_speed", "measure_speed", "model_identity", "protocol",
            "question_options", "recent_within", "render_transcript", "transcript_chat"]
 
 TOKENS_PER_MESSAGE = 3.8
@@ -92,10 +92,22 @@ def _arguments(model: str, max_tokens: int, seed: int) -> dict[str, Any]:
     return arguments
 
 
+def model_identity(model: str) -> dict[str, Any]:
+    """What a model's answers depend on besides the request: for a `local/` model its weights
+    (sha256) and the server's default sampling, which a request hash does not cover."""
+    from omstream.models import local
+
+    if not local.is_local(model):
+        return {"model": model}
+    return {"model": model, "sha256": local.spec(model).sha256, "sampling": local.SAMPLING,
+            "serverSampling": local.SERVER_SAMPLING}
+
+
 def protocol(model: str, seed: int) -> dict[str, Any]:
     """Everything of the answering besides the context that decides a reply: a checkpointed
     answer is reused only when all of it is unchanged."""
-    return {"reader": model, "arguments": _arguments(model, MAX_ANSWER_TOKENS, seed), "qaPrompt": locomo.QA_PROMPT,
+    return {"reader": model_identity(model), "arguments": _arguments(model, MAX_ANSWER_TOKENS, seed),
+            "qaPrompt": locomo.QA_PROMPT,
             "temporal": locomo.TEMPORAL_SUFFIX, "choice": locomo.CHOICE_SUFFIX, "bench": BENCH_VERSION}
 
 

@@ -4,9 +4,10 @@ Everything lives under `.omstream/bench/quality/conv<N>/` (git-ignored), each fi
 the digest of what it depends on, so a change of any input makes a new file and the old one is
 simply not read again:
 
-* `calls.jsonl`: every successful Observer/Reflector answer of the ingest, one line per model
-  call as it returns, keyed by the job's `requestHash` (model, messages, settings: what the
-  project's own result cache keys by).  A rerun folds the conversation again (the fold is
+* `calls-<models>.jsonl`: every successful Observer/Reflector answer of the ingest, one line per
+  model call as it returns, keyed by the job's `requestHash` (model, messages, settings: what
+  the project's own result cache keys by); the file is named by what the hash does not cover, a
+  local model's weights and server-side sampling (`quality_answer.model_identity`).  A rerun folds the conversation again (the fold is
   pure and fast) and is served these answers instead of calling the model, so an ingest
   interrupted after its fifth call costs five calls once, not twice.
 * `ingest-<key>.json`: the finished ingest (the context window and the figures reported),
