@@ -1,8 +1,8 @@
 """The recall tool's `search` mode (spec §12) over the index: `ObservationSearch.search`.
 
 The query is embedded (as a query: e5 prefixes queries and passages differently), the memory's
-nearest chunks are fetched with room to spare (`max(3 × topK, topK + 10)`: a group may have
-several chunks), each group keeps its best score, and the `topK` best groups are rendered as the
+nearest chunks are fetched with room to spare (`max(3 × topK, topK + 10)`, more while they fill
+fewer than topK groups: a group has a chunk per observation), each group keeps its best score, and the `topK` best groups are rendered as the
 original renders them, the whole answer cut to 2 000 tokens.  Only the memory's own entries are
 searched (the store's `query` takes the memory key); a thread-scoped recall (no resource id)
 searches the current thread's groups alone.
@@ -24,6 +24,8 @@ __all__ = ["DEFAULT_TOP_K", "MAX_RESULT_TOKENS", "MAX_TOP_K", "NOT_CONFIGURED", 
 DEFAULT_TOP_K = 10
 MAX_TOP_K = 20
 MAX_RESULT_TOKENS = 2000
+#: The most chunks one query reads (sqlite-vec's own limit on k is 4096).
+MAX_FETCH = 4096
 NO_MATCH = "No matching messages found."
 #: What search answers where no index is kept (the recall operation returns it, count 0).
 NOT_CONFIGURED = ("Search is not configured. Enable it with `retrieval: { vector: true }` and "
@@ -90,9 +92,15 @@ class ObservationSearch:
         if not query.strip():
             return {"results": NO_MATCH, "count": 0}
         vector = (await self.embedder.embed([query], query=True))[0]
-        hits = self.store.query(vector, memory_key=memory_key, top_k=max(top_k * 3, top_k + 10),
-                                thread_id=None if resource_id is not None else thread_id)
-        groups = best_per_group(hits)[:top_k]
+        scope = None if resource_id is not None else thread_id
+        fetch = max(top_k * 3, top_k + 10)
+        while True:
+            hits = self.store.query(vector, memory_key=memory_key, top_k=fetch, thread_id=scope)
+            groups = best_per_group(hits)[:top_k]
+            # A group has a chunk per observation: the nearest chunks may fill fewer groups.
+            if len(groups) >= top_k or len(hits) < fetch or fetch >= MAX_FETCH:
+                break
+            fetch = min(fetch * 4, MAX_FETCH)
         if not groups:
             return {"results": NO_MATCH, "count": 0}
         threads = {}

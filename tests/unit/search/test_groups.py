@@ -31,12 +31,15 @@ def test_tags_count_only_at_the_start_of_a_line():
     assert parse_groups(text) == []
 
 
-def test_chunks_cut_at_line_ends():
-    lines = [f"* line {i} " + "x" * 90 for i in range(50)]
-    parts = chunks("\n".join(lines), size=1000)
+def test_chunks_are_observations_with_their_indented_lines_and_long_ones_are_cut():
+    text = "* 🔴 (09:15) User's dog is named Biscuit\n  * -> a beagle\n\n* 🟡 (09:20) likes walks\n* 🟢 rain"
+    assert chunks(text) == ["* 🔴 (09:15) User's dog is named Biscuit\n  * -> a beagle", "* 🟡 (09:20) likes walks",
+                            "* 🟢 rain"]
+    long = "* long note\n" + "\n".join(f"  * detail {i} " + "x" * 90 for i in range(50))
+    parts = chunks(long, size=1000)
     assert len(parts) > 1 and all(len(p) <= 1000 for p in parts)
-    assert "\n".join(parts) == "\n".join(lines)
-    assert chunks("short") == ["short"]
+    assert "\n".join(parts) == long
+    assert chunks("") == [""]
 
 
 def test_entry_id_is_the_uuid_of_the_sha256_of_the_json_array_with_version_8():
