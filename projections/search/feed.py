@@ -150,9 +150,10 @@ class SearchService:
 async def start_search(settings: Settings, embedder: Embedder | None = None) -> SearchService:
     """The search of `settings` (`[omstream] embedder`), its index opened and its feed started."""
     embedder = embedder or make_embedder(settings.embedder)
+    # A first call loads a local model (a second or so) or tells a remote one's dimension: done
+    # here, so neither the first batch nor the first search waits for it.
     probe = getattr(embedder, "probe", None)
-    if probe is not None:  # a remote model's dimension is known after one call
-        await probe()
+    await (probe() if probe is not None else embedder.embed(["warm up"]))
     index = await asyncio.to_thread(open_index, store_dir(settings), embedder.name, embedder.dim)
     projection = IndexProjection(index, embedder)
     feed = IndexFeed(settings, projection, index)
