@@ -17,9 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from omstream.embedding import make_embedder
-
 from bench.quality import DEFAULT_DATA as DATA  # ../shared/data/locomo/locomo10.json
+from omstream.embedding import make_embedder
 
 
 def _samples(spec: str) -> list[int]:

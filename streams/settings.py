@@ -18,10 +18,10 @@ limits `OM_MAX_RECORD_BYTES`, `OM_MAX_DEPTH`, `OM_MAX_PARTS`, `OM_MAX_TEXT_CHARS
 `OM_MAX_CLOCK_SKEW_MS`, `OM_MAX_HELD` (see `omstream.limits` for their defaults), the model
 agents' `OM_JOB_DEADLINE_MS`, the fold agent's `OM_BATCH_MAX`, `OM_MEMORY_BATCH_MAX`,
 `OM_BATCH_WAIT_MS` and `OM_STATE_CACHE`, the worker's `OM_INSTANCE_ID`, `OM_STANDBY_REPLICAS`
-and `OM_ROLE`, the local model's `OM_MODEL_DIR`, `OM_LOCAL_SLOTS` and `OM_LOCAL_CONTEXT`, the search's `OM_EMBEDDER`, the memory version
-`OM_VERSION` with its `OM_FOLD_MODE` and `OM_ONLY_THREADS`, the web server's tokens
-`OM_API_TOKENS` and `OM_API_TOKENS_FILE` (`omstream.api_tokens` has their form), and
-`OM_CONFIG` names the file.
+and `OM_ROLE`, the local model's `OM_MODEL_DIR`, `OM_LOCAL_SLOTS` and `OM_LOCAL_CONTEXT`, the
+search's `OM_EMBEDDER`, the memory version `OM_VERSION` with its `OM_FOLD_MODE` and
+`OM_ONLY_THREADS`, the web server's tokens `OM_API_TOKENS` and `OM_API_TOKENS_FILE`
+(`omstream.api_tokens` has their form), and `OM_CONFIG` names the file.
 When `bootstrap` is set nowhere, it follows `broker_port` (the local broker `om` starts).
 
 Every mistake is reported, all at once, as a `SettingsError` whose `problems` are

@@ -2,8 +2,9 @@
 
 The query is embedded (as a query: e5 prefixes queries and passages differently), the memory's
 nearest chunks are fetched with room to spare (`max(3 × topK, topK + 10)`, more while they fill
-fewer than topK groups: a group has a chunk per observation), each group keeps its best score, and the `topK` best groups are rendered as the
-original renders them, the whole answer cut to 2 000 tokens.  Only the memory's own entries are
+fewer than topK groups: a group has a chunk per observation), each group keeps its best score,
+and the `topK` best groups are rendered as the original renders them, the whole answer cut to
+2 000 tokens.  Only the memory's own entries are
 searched (the store's `query` takes the memory key); a thread-scoped recall (no resource id)
 searches the current thread's groups alone.
 """

@@ -184,7 +184,7 @@ class SqliteVecIndex:
         row = np.asarray(vector, dtype=np.float32).reshape(-1)
         if row.shape[0] != self.dim:
             raise ValueError(f"a {row.shape[0]}-dimensional vector for the {self.dim}-dimensional {self._table}")
-        return row.tobytes()
+        return bytes(row.tobytes())
 
     def upsert(self, entries: Sequence[Entry]) -> None:
         # vec0 has no INSERT OR REPLACE: the old row of an id goes first.

@@ -18,7 +18,7 @@ asymmetric model (e5) embeds them with another prefix than the passages it searc
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -32,7 +32,7 @@ __all__ = ["DEFAULT_EMBEDDER", "Embedder", "EmbedderError", "Vectors", "make_emb
 DEFAULT_EMBEDDER = "local/wordllama"
 
 #: One row per text, float32, unit length.
-Vectors = npt.NDArray[np.float32]
+Vectors: TypeAlias = npt.NDArray[np.float32]
 
 
 class EmbedderError(OmError, ValueError):
@@ -55,7 +55,8 @@ def normalise(rows: npt.ArrayLike) -> Vectors:
     if array.ndim == 1:
         array = array.reshape(1, -1)
     norms = np.linalg.norm(array, axis=1, keepdims=True)
-    return np.divide(array, norms, out=np.zeros_like(array), where=norms > 0)
+    out: Vectors = np.divide(array, norms, out=np.zeros_like(array), where=norms > 0)
+    return out
 
 
 def make_embedder(name: str = DEFAULT_EMBEDDER) -> Embedder:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from pathlib import Path
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -67,7 +67,8 @@ class LocalEmbedder:
                 except ImportError as exc:
                     raise EmbedderError(f"embedder {self._name} needs `pip install {self._package}`: {exc}") from exc
                 assert dim == self.dim, (self._name, dim)
-            return normalise(self._model(texts, query))
+            rows: Vectors = normalise(self._model(texts, query))
+            return rows
 
     async def embed(self, texts: Sequence[str], *, query: bool = False) -> Vectors:
         if not texts:

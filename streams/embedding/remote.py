@@ -37,7 +37,8 @@ class LiteLLMEmbedder:
 
     async def embed(self, texts: Sequence[str], *, query: bool = False) -> Vectors:
         if not texts:
-            return np.zeros((0, self._dim or 0), dtype=np.float32)
+            empty: Vectors = np.zeros((0, self._dim or 0), dtype=np.float32)
+            return empty
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
         os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
         import litellm  # seconds to import: only when a remote embedder is configured
