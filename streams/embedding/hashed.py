@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import Vectors, normalise
+from .base import Vectors, normalise
 
 __all__ = ["HashEmbedder"]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from . import EmbedderError, Vectors, normalise
+from .base import EmbedderError, Vectors, normalise
 
 __all__ = ["LOCAL_MODELS", "LocalEmbedder", "local_embedder"]
 

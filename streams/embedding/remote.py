@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from . import EmbedderError, Vectors, normalise
+from .base import EmbedderError, Vectors, normalise
 
 __all__ = ["LiteLLMEmbedder"]
 
