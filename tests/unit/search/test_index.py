@@ -163,3 +163,14 @@ async def test_the_index_is_kept_on_disk_per_embedder(tmp_path):
 def test_index_and_embedder_must_agree():
     with pytest.raises(ValueError):
         IndexProjection(SqliteVecIndex(":memory:", "hash/8", 8), HashEmbedder(16))
+
+
+async def test_the_store_deletes_one_thread_of_a_memory():
+    index, projection, search = fresh()
+    r1 = Memory("resource:u1", "t1")
+    await projection.apply([r1.observed(group("1" * 16, "a", "b", ["* dog"]), thread_id="t1"),
+                            r1.observed(group("2" * 16, "c", "d", ["* dog"]), thread_id="t2")])
+    with index.transaction():
+        index.delete_thread("resource:u1", "t2")
+    found = await search.search(memory_key="resource:u1", thread_id="t1", resource_id="u1", query="dog", top_k=5)
+    assert ids_in(found["results"]) == ["1" * 16]
