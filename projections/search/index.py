@@ -156,11 +156,14 @@ class IndexProjection:
         observed_at = iso(event.event_time)
         pending = []
         for group in parse_groups(event.data.observations):
-            metadata = {"group_id": group.id, "range": group.range, "thread_id": thread_id,
-                        "resource_id": resource_id, "observed_at": observed_at, "text": group.text}
-            if group.kind != "observation":
-                metadata["kind"] = group.kind
+            # Each entry's text is its own chunk's: a reflection's group has hundreds of lines, and
+            # its text in every chunk's metadata would make the index quadratic in its size.
             for index, text in enumerate(chunks(group.text)):
+                metadata = {"group_id": group.id, "range": group.range, "thread_id": thread_id,
+                            "resource_id": resource_id, "observed_at": observed_at, "text": text,
+                            "chunk": index}
+                if group.kind != "observation":
+                    metadata["kind"] = group.kind
                 pending.append(Pending(entry_id(resource_id, thread_id, group.id, index),
                                        event.memory_key, thread_id, text, metadata))
         return pending

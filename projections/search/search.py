@@ -3,8 +3,8 @@
 The query is embedded (as a query: e5 prefixes queries and passages differently), the memory's
 nearest chunks are fetched with room to spare (`max(3 × topK, topK + 10)`, more while they fill
 fewer than topK groups: a group has a chunk per observation), each group keeps its best score,
-and the `topK` best groups are rendered as the original renders them, the whole answer cut to
-2 000 tokens.  Only the memory's own entries are
+and the `topK` best groups are rendered as the original renders them, each with the observations
+of it that were found, the whole answer cut to 2 000 tokens.  Only the memory's own entries are
 searched (the store's `query` takes the memory key); a thread-scoped recall (no resource id)
 searches the current thread's groups alone.
 """
@@ -40,13 +40,18 @@ def _timestamp(value: str) -> str:
 
 
 def best_per_group(hits: list[Hit]) -> list[Hit]:
-    """Each group once, with its best chunk's score, the best first."""
-    best: dict[str, Hit] = {}
+    """Each group once, with its best chunk's score, the best first; its text is the text of its
+    chunks that were found, in their order in the group (the observations that matched)."""
+    found: dict[str, list[Hit]] = {}
     for hit in hits:
-        group = str(hit.metadata.get("group_id", hit.id))
-        if group not in best or hit.score > best[group].score:
-            best[group] = hit
-    return sorted(best.values(), key=lambda h: -h.score)
+        found.setdefault(str(hit.metadata.get("group_id", hit.id)), []).append(hit)
+    groups = []
+    for chunks in found.values():
+        best = max(chunks, key=lambda h: h.score)
+        ordered = sorted(chunks, key=lambda h: int(h.metadata.get("chunk", 0)))
+        text = "\n".join(str(h.metadata.get("text") or "").strip() for h in ordered)
+        groups.append(Hit(best.id, best.score, {**best.metadata, "text": text}))
+    return sorted(groups, key=lambda h: -h.score)
 
 
 def _section(hit: Hit, current_thread: str, thread: ThreadMeta | None) -> str:
