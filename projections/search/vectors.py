@@ -16,8 +16,8 @@ Isolation is the store's duty: `query` returns only entries of the `memory_key` 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from omstream.embedding import Vectors
@@ -60,7 +60,6 @@ class ThreadMeta:
     memory_key: str
     title: str | None = None
     updated_at: str | None = None  # ISO-8601 of the newest message
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class VectorStore(Protocol):
@@ -107,11 +106,6 @@ class IndexState(Protocol):
 
     def forget_threads(self, memory_key: str) -> None:
         """The threads of a deleted memory."""
-
-
-@contextlib.contextmanager
-def no_transaction() -> Iterator[None]:
-    yield
 
 
 class SearchStore(VectorStore, IndexState, Protocol):

