@@ -10,7 +10,7 @@ does; `memory_key` is a *partition key* of the `vec0` table, so a search scans o
 memory's vectors (isolation by construction, and a memory's size, not the namespace's, bounds a
 query's cost) and a deletion is `DELETE ... WHERE memory_key = ?`; `thread_id` is a metadata
 column the nearest-neighbour query filters on.  Exact (brute force) search over one memory's few
-thousand groups takes about a millisecond.  The stdlib's `sqlite3` may be built without extension
+thousand chunks takes a few milliseconds.  The stdlib's `sqlite3` may be built without extension
 loading (it is on the CI machines), so the file is opened with apsw, whose SQLite loads them.
 """
 
