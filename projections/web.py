@@ -35,8 +35,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -55,6 +56,11 @@ from .recall.route import recall_routes
 from .recall.search_port import SearchPort
 from .sse import feed_routes
 from .store import open_store
+
+if TYPE_CHECKING:
+    from .search.feed import SearchService
+
+log = logging.getLogger("omstream.web")
 
 __all__ = ["ListenError", "build_web_app", "serve"]
 
@@ -218,6 +224,31 @@ def build_web_app(feed: ProjectionFeed, versions: Versions | None = None,
     return app
 
 
+async def _start_search(feed: ProjectionFeed) -> SearchService | None:
+    """The semantic search index, when the memory's `retrieval.vector` asks for it: its own
+    consumer of the events, so a slow embedder never delays the context windows."""
+    retrieval = feed.projection.retrieval
+    if retrieval is None or not retrieval.vector:
+        return None
+    from .search.feed import start_search
+
+    return await start_search(feed.settings)
+
+
+async def _index(search: SearchService) -> None:
+    """Run the index feed; one that fails (an embedder down) is restarted from its stored
+    position after a pause, and recall's other modes and the context windows go on meanwhile."""
+    while True:
+        try:
+            await search.feed.run()
+            return
+        except Exception:  # noqa: BLE001 - logged, and retried from the committed position
+            log.exception("search index feed failed; restarting from its stored position in 5 s")
+            await search.feed.stop()
+            await asyncio.sleep(5)
+            await search.feed.start()
+
+
 async def serve(settings: Settings, on_ready: Callable[[str], None] | None = None) -> None:
     """Run the projection feed and the HTTP server until cancelled.
 
@@ -230,9 +261,11 @@ async def serve(settings: Settings, on_ready: Callable[[str], None] | None = Non
     # The read model persists in the data directory: a restart reads only what is new.
     feed = ProjectionFeed(settings, store=open_store(settings))
     versions = Versions(feed, persistent=True)
-    runner = web.AppRunner(build_web_app(feed, versions, tokens), access_log_class=AccessLog)
+    search = await _start_search(feed)
+    runner = web.AppRunner(build_web_app(feed, versions, tokens, search.search if search else None),
+                           access_log_class=AccessLog)
     await runner.setup()
-    task: asyncio.Task[None] | None = None
+    tasks: list[asyncio.Task[None]] = []
     try:
         site = web.TCPSite(runner, settings.web_host, settings.web_port)
         try:
@@ -240,15 +273,19 @@ async def serve(settings: Settings, on_ready: Callable[[str], None] | None = Non
         except OSError as exc:
             raise ListenError(settings.web_host, settings.web_port, exc) from None
         await feed.start()
-        task = asyncio.create_task(feed.run())
+        tasks.append(asyncio.create_task(feed.run()))
+        if search is not None:
+            tasks.append(asyncio.create_task(_index(search)))
         if on_ready is not None:
             on_ready(f"http://{settings.web_host}:{settings.web_port}")
-        await task
+        await asyncio.gather(*tasks)
     finally:
-        if task is not None:
+        for task in tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await runner.cleanup()
         await versions.stop()
+        if search is not None:
+            await search.close()
         await feed.stop()

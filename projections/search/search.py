@@ -17,20 +17,15 @@ from omstream.embedding import Embedder
 from omstream.engine.tokens import TokenxCounter
 from omstream.engine.transcript import truncate_to_tokens
 
+from ..recall.tool import DEFAULT_TOP_K, MAX_TOP_K
 from .vectors import Hit, SearchStore, ThreadMeta
 
-__all__ = ["DEFAULT_TOP_K", "MAX_RESULT_TOKENS", "MAX_TOP_K", "NOT_CONFIGURED", "NO_MATCH",
-           "ObservationSearch", "render_hits"]
+__all__ = ["MAX_RESULT_TOKENS", "NO_MATCH", "ObservationSearch", "render_hits"]
 
-DEFAULT_TOP_K = 10
-MAX_TOP_K = 20
 MAX_RESULT_TOKENS = 2000
 #: The most chunks one query reads (sqlite-vec's own limit on k is 4096).
 MAX_FETCH = 4096
 NO_MATCH = "No matching messages found."
-#: What search answers where no index is kept (the recall operation returns it, count 0).
-NOT_CONFIGURED = ("Search is not configured. Enable it with `retrieval: { vector: true }` and "
-                  "configure a vector store and embedder on your Memory instance.")
 
 
 def _timestamp(value: str) -> str:
