@@ -12,10 +12,8 @@ What runs
     (`bench.serve_restart.History`: 20 threads, ~100-token messages, a step after each user
     message, async buffering, `messageTokens` 3000), before the clock starts; then each
     message's events are produced to `<ns>.events` at the offered rate, keyed by memory key, as
-    the worker writes them.  Until the engine wraps observations in groups (spec §12, issue 29),
-    an observation or activation event without one has its observation text wrapped in one
-    group here (id from the event id, range from its first and last message), so every cycle
-    brings a group to embed; with groups from the engine this does nothing.
+    the worker writes them; `retrieval.vector` is on, so every observation cycle's text is an
+    observation group (spec §12) to embed.
 
 What is printed
     Per offered rate: events and groups produced, chunks embedded, and the lag of the index —
@@ -31,11 +29,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import hashlib
 import json
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,37 +44,29 @@ from omstream import kafka
 from omstream.embedding import DEFAULT_EMBEDDER, make_embedder
 from omstream.projections.search.feed import Batch, start_search
 from omstream.schemas.codec import encode
+from omstream.schemas.config import load_om_config
+from omstream.settings import Settings
 from omstream.topics import Topics
-
-_CARRIERS = ("data-om-observation-end", "data-om-activation")
 
 
 def progress(text: str) -> None:
     print(f"[index_lag {time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
 
-def with_group(event: Any) -> Any:
-    """The event with its observation text in one group, if the engine wrote none."""
-    data = getattr(event, "data", None)
-    text = getattr(data, "observations", None)
-    if event.type not in _CARRIERS or not text or "<observation-group " in text:
-        return event
-    ids = list(getattr(data, "observed_message_ids", ()) or getattr(data, "activated_message_ids", ()))
-    kind = ' kind="reflection"' if data.operation_type == "reflection" else ""
-    gid = hashlib.sha256(event.event_id.encode()).hexdigest()[:16]
-    wrapped = (f'<observation-group id="{gid}" range="{ids[0] if ids else ""}:{ids[-1] if ids else ""}"{kind}>\n'
-               f"{text.strip()}\n</observation-group>")
-    return event.model_copy(update={"data": data.model_copy(update={"observations": wrapped})})
+def with_retrieval(settings: Settings) -> Settings:
+    """The namespace's settings with `retrieval.vector` on: the fold writes observation groups."""
+    options = settings.om.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    return replace(settings, om=load_om_config({**options, "retrieval": {"vector": True}}))
 
 
 async def run_rate(root: Path, rate: int, seconds: float, threads: int, embedder_name: str,
                    drain_timeout: float) -> dict[str, Any]:
     with contextlib.ExitStack() as stack:
-        settings = await start_namespace(root, stack, Options(), "lag")
+        settings = with_retrieval(await start_namespace(root, stack, Options(), "lag"))
         history = History(settings, threads)
         total = int(rate * seconds)
         progress(f"{rate} messages/s: folding {total} messages offline")
-        per_message = [[encode(with_group(e)) for e in history._message_events(n)] for n in range(total)]
+        per_message = [[encode(e) for e in history._message_events(n)] for n in range(total)]
         carriers = sum(b'"type":"data-om-observation-end"' in v or b'"type":"data-om-activation"' in v
                        for events in per_message for v in events)
         search = await start_search(settings, make_embedder(embedder_name))
