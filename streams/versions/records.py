@@ -55,9 +55,11 @@ class VersionInfo:
         return version_key(self.name)
 
     def to_bytes(self) -> bytes:
-        return orjson.dumps({"name": self.name, "digest": self.digest, "foldMode": self.fold_mode,
-                             "config": self.config, "threads": list(self.threads),
-                             "resources": list(self.resources)})
+        record = {"name": self.name, "digest": self.digest, "foldMode": self.fold_mode,
+                  "config": self.config, "threads": list(self.threads)}
+        if self.resources:  # a version of every resource keeps the bytes it always had
+            record["resources"] = list(self.resources)
+        return orjson.dumps(record)
 
     @classmethod
     def from_bytes(cls, name: str, value: bytes) -> VersionInfo:

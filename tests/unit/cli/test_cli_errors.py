@@ -155,7 +155,7 @@ async def test_serve_announces_itself_only_once_bound(monkeypatch):
 
     class Feed:
         def __init__(self, settings, **options):  # options: the read model's store
-            self.projection, self.ready = type("P", (), {"threads": {}})(), False
+            self.projection, self.ready = type("P", (), {"threads": {}, "retrieval": None})(), False
 
         async def start(self):
             self.ready = True
