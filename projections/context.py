@@ -363,15 +363,23 @@ class ContextProjection:
             return [view]
         return [self.threads[t] for t in self._members.get(str(view.memory_key), {}) if t in self.threads]
 
+    def other_conversations(self, view: ThreadView) -> str | None:
+        """Resource scope: the other threads' unobserved messages as `view`'s window shows
+        them (`<other-conversation>` blocks); None in thread scope or when there are none."""
+        if not is_resource_key(view.memory_key):
+            return None
+        blocks = other_conversations(view, self.siblings(view), self.obscure_thread_ids, str(self.time_zone))
+        return blocks or None
+
     def snapshot(self, thread_id: str, now: datetime | None = None) -> dict[str, Any]:
-        """The thread's context answer: in resource scope with the other threads' unobserved
-        messages as `<other-conversation>` blocks."""
+        """The thread's context answer, other conversations included."""
         view = self.view(thread_id)
-        others = None
-        if is_resource_key(view.memory_key):
-            others = other_conversations(view, self.siblings(view), self.obscure_thread_ids,
-                                         str(self.time_zone))
-        return view.snapshot(now, other_conversations=others)
+        return view.snapshot(now, other_conversations=self.other_conversations(view))
+
+    def window(self, thread_id: str, now: datetime | None = None) -> ContextWindow:
+        """The thread's window, other conversations included."""
+        view = self.view(thread_id)
+        return build_context_window(view, now=now, other_conversations=self.other_conversations(view))
 
     def _join(self, view: ThreadView, memory_key: str) -> None:
         """`view` belongs to `memory_key`; a thread new to a resource memory takes the memory's

@@ -138,3 +138,45 @@ def test_a_thread_feed_shows_its_own_pair_of_a_shared_cycle_and_the_memory_wide_
     assert all(e in feed[t] for e in reflections for t in feed)
     print(f"thread feeds: {len(feed['thread-a'])} + {len(feed['thread-b'])} of {len(memory.events)} events; "
           f"{len(shared)} shared-cycle starts, {len(reflections)} reflection events on both")
+
+
+def test_a_stored_resource_projection_reads_back_and_resumes_as_built_in_memory(tmp_path):
+    from dataclasses import replace
+
+    from omstream.projections.feed import ProjectionFeed
+    from omstream.projections.store import ReadModelStore
+    from omstream.schemas.codec import encode
+    from omstream.settings import Settings
+
+    config = resource_engine(message_tokens=400, observation={"maxTokensPerBatch": 250})
+    memory = Memory(config)
+    for message in _conversation(gaps=False):
+        memory.feed(message)
+        memory.answer_all()
+        # Stop where the memory has observations and two threads with unobserved messages.
+        if memory.state.observations and len(pending_by_thread(memory.state)) > 1 and len(memory.sent) > 12:
+            break
+    records = [(offset, encode(e.model_copy(update={"input_offset": offset, "input_last": True})), None)
+               for offset, e in enumerate(memory.events)]
+    batches = [{0: records[i:i + 9]} for i in range(0, len(records), 9)]
+    settings = replace(Settings(), om=config.om)
+
+    def fed(some, store=None) -> ProjectionFeed:
+        feed = ProjectionFeed(settings, store=store)
+        feed._load("t.events/1", {0: 10**9})
+        for batch in some:
+            feed._apply_batch(batch)
+        return feed
+
+    def windows(feed: ProjectionFeed) -> dict:
+        return {t: feed.projection.snapshot(t) for t in sorted(feed.projection.threads)}
+
+    built = windows(fed(batches))
+    assert set(built) == set(THREADS) and all(w["observations"] == memory.state.observations for w in built.values())
+    assert any(w["otherConversations"] for w in built.values())
+    half = fed(batches[:4], ReadModelStore(tmp_path / "rm.sqlite"))
+    half.store.close()
+    resumed = fed(batches[4:], ReadModelStore(tmp_path / "rm.sqlite"))
+    assert windows(resumed) == built
+    resumed.store.close()
+    assert windows(fed([], ReadModelStore(tmp_path / "rm.sqlite"))) == built
