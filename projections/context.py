@@ -48,6 +48,7 @@ from omstream.projections.dates import add_relative_time_to_observations
 from omstream.projections.resource_views import (
     is_resource_key,
     merge_thread_observations,
+    one_thread_of_resource,
     other_conversations,
     share,
 )
@@ -471,7 +472,7 @@ class ContextProjection:
         the event says remain."""
         key, thread_id = event.memory_key, event.thread_id
         members = self._members.get(key, {})
-        if is_resource_key(key) and event.data.reason == "thread-deleted" and thread_id is not None:
+        if one_thread_of_resource(event):
             gone = [thread_id] if thread_id in self.threads else []
             members.pop(thread_id, None)
             remaining = getattr(event.data, "observations", None)

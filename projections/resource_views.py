@@ -34,7 +34,8 @@ from omstream.schemas.messages import Message
 if TYPE_CHECKING:
     from .context import ThreadView
 
-__all__ = ["MEMORY_FIELDS", "concerns", "is_resource_key", "merge_thread_observations", "other_conversations", "share"]
+__all__ = ["MEMORY_FIELDS", "concerns", "is_resource_key", "merge_thread_observations", "of_thread",
+           "one_thread_of_resource", "other_conversations", "share"]
 
 #: The fields of a thread's view that are its memory's, the same in every thread of a resource.
 MEMORY_FIELDS = ("observations", "generation", "cursor", "in_flight")
@@ -118,6 +119,20 @@ def other_conversations(view: ThreadView, siblings: Iterable[ThreadView], obscur
         for _, thread, messages in groups)
 
 
+def of_thread(event: Any, thread_id: str) -> bool:
+    """Whether an event of a resource memory is the thread's own (its messages, and every event
+    that names it)."""
+    if event.type == "om-message-accepted":
+        return bool(event.data.message.thread_id == thread_id)
+    return bool(event.thread_id == thread_id)
+
+
+def one_thread_of_resource(event: Any) -> bool:
+    """Whether an `om-memory-deleted` deletes one thread of a resource memory (the others stay)."""
+    return (is_resource_key(event.memory_key) and event.data.reason == "thread-deleted"
+            and event.thread_id is not None)
+
+
 def concerns(event: Any, thread_id: str) -> bool:
     """Whether a thread's feed shows this event of its resource memory.
 
@@ -129,7 +144,7 @@ def concerns(event: Any, thread_id: str) -> bool:
     observations, and an AI SDK client reconciles parts by type and id, so a second pair with
     the same cycle id would overwrite this thread's in its message."""
     if event.type == "om-message-accepted":
-        return bool(event.data.message.thread_id == thread_id)
-    if event.thread_id is None or event.thread_id == thread_id or event.type == "om-memory-deleted":
+        return of_thread(event, thread_id)
+    if of_thread(event, thread_id) or event.thread_id is None or event.type == "om-memory-deleted":
         return True
     return getattr(event.data, "operation_type", None) == "reflection"

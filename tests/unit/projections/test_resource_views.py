@@ -180,3 +180,26 @@ def test_a_stored_resource_projection_reads_back_and_resumes_as_built_in_memory(
     assert windows(resumed) == built
     resumed.store.close()
     assert windows(fed([], ReadModelStore(tmp_path / "rm.sqlite"))) == built
+
+
+def test_one_thread_deleted_from_a_resource_takes_its_view_and_events_only():
+    from omstream.projections.resource_views import of_thread
+    from omstream.schemas.events import MemoryDeleted, MemoryDeletedData
+
+    memory = Memory(resource_engine(message_tokens=300))
+    for n in range(10):
+        memory.feed(say(n, THREADS[n % 2]))
+        memory.answer_all()
+    last = memory.events[-1]
+    deleted = MemoryDeleted(
+        event_id="deleted", memory_key=last.memory_key, thread_id="thread-a", seq=last.seq + 1,
+        event_time=last.event_time, data=MemoryDeletedData(reason="thread-deleted", generation_count=0))
+    projection, history = ContextProjection(obscure_thread_ids=True), EventHistory()
+    for event in [*memory.events, deleted]:
+        projection.apply_event(event)
+        history.append(event)
+    assert set(projection.threads) == {"thread-b"}
+    kept = history.since(last.memory_key)
+    assert kept and not any(of_thread(e.event, "thread-a") for e in kept)
+    assert any(of_thread(e.event, "thread-b") for e in kept)
+    assert projection.snapshot("thread-b")["messages"]
