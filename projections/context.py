@@ -373,13 +373,14 @@ class ContextProjection:
         return blocks or None
 
     def snapshot(self, thread_id: str, now: datetime | None = None) -> dict[str, Any]:
-        """The thread's context answer, other conversations included."""
-        view = self.view(thread_id)
+        """The thread's context answer, other conversations included (`KeyError` for a thread
+        the projection does not know)."""
+        view = self.threads[thread_id]
         return view.snapshot(now, other_conversations=self.other_conversations(view))
 
     def window(self, thread_id: str, now: datetime | None = None) -> ContextWindow:
-        """The thread's window, other conversations included."""
-        view = self.view(thread_id)
+        """The thread's window, other conversations included (`KeyError` as `snapshot`)."""
+        view = self.threads[thread_id]
         return build_context_window(view, now=now, other_conversations=self.other_conversations(view))
 
     def _join(self, view: ThreadView, memory_key: str) -> None:
