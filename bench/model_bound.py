@@ -1,7 +1,7 @@
 """Model-bound throughput: how many active threads one model-agent process sustains when every
 model call takes as long as a hosted model's does.
 
-    python -m bench.model_bound                          # 2 s calls, concurrency 4 (default) and 32
+    python -m bench.model_bound                          # 2 s calls, concurrency 4 and 32 (default)
     python -m bench.model_bound --latency 2000 --concurrency 4,32 --pace 10
 
 What runs

@@ -13,7 +13,7 @@ A file holds two tables, read by the worker, the web server and the CLI alike::
 
 Environment variables override the file: `OM_NAMESPACE`, `OM_BOOTSTRAP`, `OM_PARTITIONS`,
 `OM_DATA_DIR`, `OM_WEB_HOST`, `OM_WEB_PORT`, `OM_BROKER_PORT`, `OM_CONTROLLER_PORT`,
-`OM_MODEL_RETRIES`, `OM_RETRY_BASE_MS`, `OM_MODEL_CONCURRENCY`, `OM_RESULT_KEY`, the input
+`OM_MODEL_RETRIES`, `OM_RETRY_BASE_MS`, `OM_MODEL_CONCURRENCY`, `OM_MODEL_LIMITS`, `OM_RESULT_KEY`, the input
 limits `OM_MAX_RECORD_BYTES`, `OM_MAX_DEPTH`, `OM_MAX_PARTS`, `OM_MAX_TEXT_CHARS`,
 `OM_MAX_CLOCK_SKEW_MS`, `OM_MAX_HELD` (see `omstream.limits` for their defaults), the model
 agents' `OM_JOB_DEADLINE_MS`, the fold agent's `OM_BATCH_MAX`, `OM_MEMORY_BATCH_MAX`,
@@ -45,6 +45,7 @@ import yaml
 
 from omstream.api_tokens import TokenGrants, grants_from_table, grants_from_text
 from omstream.limits import Limits
+from omstream.models.admission import parse_model_limits
 from omstream.schemas.config import OmConfig, OmConfigError, Problem, load_om_config
 from omstream.schemas.errors import OmError
 
@@ -83,7 +84,15 @@ class Settings:
     controller_port: int = 9093
     model_retries: int = 8
     retry_base_ms: float = 1000.0
-    model_concurrency: int = 4
+    # Model jobs a model agent answers at once: sized for hosted providers, whose calls take
+    # seconds (at 2 s a call, 4 at once bound a deployment to 2 cycles/s; README "Scaling out").
+    # Each model's own limit (`model_limits`, else this) narrows on rate limits
+    # (`omstream.models.admission`); a local model answers as many as its `local_slots`, and a
+    # job waiting for a slot is not on its deadline.
+    model_concurrency: int = 32
+    # Calls at once per model, `model=N` entries separated by commas
+    # ("openai/gpt-4o-mini=16, anthropic/claude-3-5-haiku-latest=4"); unnamed: model_concurrency.
+    model_limits: str = ""
     # Signs model results (omstream.signing); empty: a key kept in data_dir. Never printed.
     result_key: str = field(default="", repr=False)
     # Input limits (omstream.limits has the table of their meanings and dead-letter codes).
@@ -264,6 +273,11 @@ def _out_of_range(name: str, value: Any) -> str | None:
         return f"must not be negative, got {value!r}"
     if name == "local_context" and value < 2048:
         return f"must be at least 2048 tokens, got {value!r}"
+    if name == "model_limits":
+        try:
+            parse_model_limits(value)
+        except ValueError as exc:
+            return str(exc)
     if name == "web_host" and not value:
         return "must not be empty"
     return None

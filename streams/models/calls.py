@@ -6,6 +6,8 @@ This is the only module that imports litellm (3-5 s to import, so lazily).
   408/425/429/5xx, `UND_ERR_*` codes, `isRetryable`) with exponential back-off
   `min(base * 2**k, cap)` and ±20 % jitter, at most `RetryPolicy.retries` times (8 by default:
   9 attempts, about 247 s).  HTTP 400/401/403/404/422 are never retried, whatever their text.
+  A rate-limited call waits at least what the provider's `Retry-After` asks (up to the cap), and
+  the model's calls at once narrow meanwhile (`omstream.models.admission.ModelGate`).
 - **Fallbacks (§13, `ModelWithRetries` lists)**: when the model still fails after its retries,
   or fails permanently (including a missing API key), each of `job.fallbacks` is tried in
   order with the same policy.  The result names the model that answered; `attempts` counts
@@ -38,6 +40,7 @@ The result is never invented: it is the model's answer or the error.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
@@ -54,6 +57,7 @@ import orjson
 from omstream.schemas.jobs import ModelJob, ModelResult, Usage
 
 from . import local
+from .admission import ModelGate, queued, retry_after
 
 __all__ = [
     "ErrorCode",
@@ -422,24 +426,33 @@ def without_attachments(messages: list[dict[str, Any]]) -> list[dict[str, Any]] 
 
 
 async def complete(model: str, messages: list[dict[str, Any]], *, timeout: float,
-                   arguments: dict[str, Any], num_retries: int = 0) -> Any:
+                   arguments: dict[str, Any], num_retries: int = 0, gate: ModelGate | None = None) -> Any:
     """One litellm call of a (litellm) model name; a `local/` model is routed to its in-process
-    server and waits for one of its slots before the timeout starts."""
+    server and waits for one of its slots, a hosted one for its `gate`'s, before the timeout
+    starts (and off the job deadline: `admission.queued`)."""
     litellm = _litellm()
     if not local.is_local(model):
-        return await litellm.acompletion(model=model, messages=messages, timeout=timeout,
-                                         num_retries=num_retries, **arguments)
+        async with gate.slot(model) if gate is not None else contextlib.nullcontext():
+            return await litellm.acompletion(model=model, messages=messages, timeout=timeout,
+                                             num_retries=num_retries, **arguments)
     name, arguments = await local.route(model, dict(arguments))
-    async with local.slot(model):
+    slot = local.slot(model)
+    async with queued():
+        await slot.acquire()
+    try:
         return await litellm.acompletion(model=name, messages=messages, timeout=timeout,
                                          num_retries=num_retries, **arguments)
+    finally:
+        slot.release()
 
 
 async def run_job(job: ModelJob, policy: RetryPolicy = RetryPolicy(), *,
                   timeout: float = 600.0, rng: random.Random | None = None,
-                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> ModelResult:
+                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+                  gate: ModelGate | None = None) -> ModelResult:
     """Call the job's model, then its fallbacks; always returns a result (failed ones carry the
-    error of every model tried, and the code and status of the last)."""
+    error of every model tried, and the code and status of the last).  A rate-limited call waits
+    at least the provider's `Retry-After` (up to the policy's cap) and narrows the `gate`."""
     litellm = _litellm()
     rng = rng or random.Random()
     started = datetime.now(UTC)
@@ -468,7 +481,7 @@ async def run_job(job: ModelJob, policy: RetryPolicy = RetryPolicy(), *,
             attempts += 1
             t0 = time.monotonic()
             try:
-                response = await complete(model, messages, timeout=timeout, arguments=arguments)
+                response = await complete(model, messages, timeout=timeout, arguments=arguments, gate=gate)
                 output = response.choices[0].message.content or ""
             except Exception as exc:  # noqa: BLE001 - every failure is reported, none escapes
                 retry = is_transient(exc) and tries <= retries
@@ -476,8 +489,11 @@ async def run_job(job: ModelJob, policy: RetryPolicy = RetryPolicy(), *,
                 log.warning("model call failed", extra={
                     "cycle": job.cycle_id, "model": model, "attempt": tries, "retry": retry,
                     "errorCode": code, "errorStatus": status, "error": str(exc)[:500]})
+                wait = retry_after(exc) if code == "rate-limited" else None
+                if code == "rate-limited" and gate is not None:
+                    gate.rate_limited(model, wait)
                 if retry:
-                    await sleep(policy.delay(tries - 1, rng))
+                    await sleep(max(policy.delay(tries - 1, rng), min(wait or 0.0, policy.cap_ms / 1000)))
                     continue
                 plain = without_attachments(messages) if code == "bad-request" and dropped is None else None
                 if plain is not None:
@@ -489,6 +505,8 @@ async def run_job(job: ModelJob, policy: RetryPolicy = RetryPolicy(), *,
                 failures.append(_Failure(model, f"{type(exc).__name__}: {exc}"[:2000], code, status))
                 break
             log.debug("model call done in %.3fs", time.monotonic() - t0)
+            if gate is not None:
+                await gate.answered(model)
             metadata = _provider_metadata(response, provider)
             if dropped is not None:
                 metadata = {**(metadata or {}), "omstream": {"attachmentsDropped": dropped}}

@@ -41,6 +41,7 @@ for a hosted model, which would receive them as unknown arguments):
   a fallback model (`scripted/observer-b`, any name starting with `observer`) answers.
 
 e.g. `modelSettings = {failWith = '429', failTimes = 2}`: two rate-limited calls, then an answer.
+- `retryAfterMs`: a `'429'` carries a `retry-after-ms` header of this value, as providers send.
 
 Rate-based injection (for chaos runs: a share of all requests fails, the same ones in every run):
 
@@ -83,7 +84,7 @@ __all__ = ["FAILURES", "MODEL_INPUTS", "content_text", "failure_for", "planned_f
 FAILURES = ("timeout", "429", "500", "503", "connection", "401", "400", "malformed", "degenerate", "hang")
 #: How long a `failWith = 'hang'` call sleeps before it answers.
 HANG_SECONDS = 3600.0
-_FAIL_KEYS = ("failWith", "failTimes", "failModel", "failRate", "failSeed", "failOnly")
+_FAIL_KEYS = ("failWith", "failTimes", "failModel", "failRate", "failSeed", "failOnly", "retryAfterMs")
 _calls: dict[str, int] = {}
 _calls_lock = threading.Lock()
 
@@ -446,13 +447,14 @@ def _degenerate() -> str:
     return "<observations>\n" + "\n".join(block * 20) + "\n</observations>"
 
 
-def _raise(litellm: ModuleType, kind: str, model: str) -> None:
+def _raise(litellm: ModuleType, kind: str, model: str, retry_after_ms: Any = None) -> None:
     message = f"scripted failure ({kind}) injected by failWith"
     common = {"message": message, "model": model, "llm_provider": "scripted"}
     if kind == "timeout":
         raise litellm.Timeout(message=f"{message}: request timed out", model=model, llm_provider="scripted")
     if kind == "429":
-        raise litellm.RateLimitError(**common)
+        headers = None if retry_after_ms is None else {"retry-after-ms": str(retry_after_ms)}
+        raise litellm.RateLimitError(**common, headers=headers)
     if kind == "500":
         raise litellm.InternalServerError(**common)
     if kind == "503":
@@ -486,7 +488,7 @@ def register() -> None:
             user = content_text(user_parts)
             name = model.split("/", 1)[-1]
             if failure is not None:
-                _raise(litellm, failure, f"scripted/{name}")
+                _raise(litellm, failure, f"scripted/{name}", optional_params.get("retryAfterMs"))
             structured = structured_answer(user, optional_params.get("response_format"))
             if failure == "malformed":
                 text = _MALFORMED

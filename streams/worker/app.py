@@ -170,6 +170,7 @@ def _add_fold_agent(app: WorkerApp, settings: Settings, config: EngineConfig, ke
 
 def _add_model_agent(app: WorkerApp, settings: Settings, config: EngineConfig, key_for_results: bytes,
                      sender: ProducerSender, stats: WorkerStats) -> None:
+    from omstream.models.admission import ModelGate, parse_model_limits
     from omstream.models.cache import ResultCache
     from omstream.models.calls import RetryPolicy
     from omstream.models.hooks import Hooks, run_job_with_hooks
@@ -182,9 +183,10 @@ def _add_model_agent(app: WorkerApp, settings: Settings, config: EngineConfig, k
                           settings.data_dir / "worker" / settings.worker_group / "result-cache", key_for_results)
     policy = RetryPolicy.from_settings(settings)
     hooks = Hooks.from_config(settings.om)  # §13 lifecycle hooks; they never fail a job
+    gate = ModelGate(settings.model_concurrency, parse_model_limits(settings.model_limits))
 
     async def run(job: ModelJob) -> ModelResult:
-        return await run_job_with_hooks(job, policy, hooks)
+        return await run_job_with_hooks(job, policy, hooks, gate=gate)
 
     models = ModelAgent(run=run, cache=answers, sender=sender, topics=topics, config=config,
                         result_key=key_for_results, deadline_s=settings.job_deadline_ms / 1000,

@@ -31,6 +31,7 @@ from typing import Generic, Protocol, TypeVar, get_args
 import orjson
 
 from omstream.engine.fold import EngineConfig, addressed
+from omstream.models.admission import job_deadline
 from omstream.models.cache import answer_from
 from omstream.models.calls import untimed, warm_up
 from omstream.schemas.codec import decode_job, encode
@@ -123,7 +124,8 @@ async def answer_job(raw: bytes | None, run: Callable[[ModelJob], Awaitable[Mode
             return f"invalid model job: {exc}"
         return failed_result(fields, started, "invalid-job", f"the model job could not be read: {exc}")
     try:
-        return await asyncio.wait_for(run(job), deadline_s)
+        async with job_deadline(deadline_s):
+            return await run(job)
     except TimeoutError:
         return failed_result(JobFields.of(job), started, "deadline",
                              f"no answer within the job deadline ({deadline_s * 1000:.0f} ms)")
