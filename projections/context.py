@@ -46,6 +46,7 @@ from omstream.engine.observations import append_observations, continue_chunk, sp
 from omstream.projections.chat import ChatMessage, chat_messages
 from omstream.projections.dates import add_relative_time_to_observations
 from omstream.projections.resource_views import (
+    ResourceRendering,
     is_resource_key,
     merge_thread_observations,
     one_thread_of_resource,
@@ -320,13 +321,13 @@ def context_messages(view: ThreadView, raw: list[Message] | None = None, *,
 class ContextProjection:
     """Per-thread views, fed event by event from `<ns>.events`."""
 
-    def __init__(self, time_zone: str | tzinfo = "UTC", *, obscure_thread_ids: bool = False) -> None:
+    def __init__(self, time_zone: str | tzinfo = "UTC", *, resource: ResourceRendering = ResourceRendering()) -> None:
         self.threads: dict[str, ThreadView] = {}
         self.time_zone = time_zone
-        # Resource scope: how the fold shows thread ids in the log's sections and in the
-        # other-conversation blocks (`obscureThreadIds`), and each resource memory's threads,
-        # in the order they joined it (a dict as an ordered set).
-        self.obscure_thread_ids = obscure_thread_ids
+        # Resource scope: how the fold writes thread ids and transcripts (the log's sections,
+        # the other-conversation blocks), and each resource memory's threads, in the order they
+        # joined it (a dict as an ordered set).
+        self.resource = resource
         self._members: dict[str, dict[str, None]] = {}
         # The newest seq applied per memory key.  Kept here, not on a view, so an event re-sent
         # after a crash cannot bring back a view that a later deletion dropped.
@@ -369,7 +370,7 @@ class ContextProjection:
         them (`<other-conversation>` blocks); None in thread scope or when there are none."""
         if not is_resource_key(view.memory_key):
             return None
-        blocks = other_conversations(view, self.siblings(view), self.obscure_thread_ids, str(self.time_zone))
+        blocks = other_conversations(view, self.siblings(view), self.resource, str(self.time_zone))
         return blocks or None
 
     def snapshot(self, thread_id: str, now: datetime | None = None) -> dict[str, Any]:
@@ -444,7 +445,8 @@ class ContextProjection:
                 view.observed.update(data.observed_message_ids)
                 if data.observations and is_resource_key(event.memory_key):
                     view.observations = merge_thread_observations(
-                        view, data.observations, data.observed_message_ids, data.cursor, self.obscure_thread_ids)
+                        view, data.observations, data.observed_message_ids, data.cursor,
+                        self.resource.obscure_thread_ids)
                 elif data.observations:
                     view.observations = append_observations(
                         view.observations, data.observations, data.cursor)

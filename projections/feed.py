@@ -33,7 +33,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from omstream import kafka
-from omstream.engine.resolution import resolve
 from omstream.schemas.codec import decode_event
 from omstream.schemas.keys import memory_key
 from omstream.settings import Settings
@@ -41,6 +40,7 @@ from omstream.topics import Topics, partitions_of
 
 from .context import ContextProjection
 from .history import EventHistory
+from .resource_views import ResourceRendering
 from .store import ReadModelStore
 from .stored_history import StoredHistory
 
@@ -64,7 +64,7 @@ class ProjectionFeed:
                  store: ReadModelStore | None = None) -> None:
         self.settings = settings
         self.projection = projection or ContextProjection(
-            time_zone=settings.om.time_zone, obscure_thread_ids=resolve(settings.om).obscure_thread_ids)
+            time_zone=settings.om.time_zone, resource=ResourceRendering.of(settings.om))
         self.store = store
         # Every memory's events, for the live feed (projections/sse.py).
         self._stored = None if store is None else StoredHistory(store, {})

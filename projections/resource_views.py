@@ -20,8 +20,10 @@ its threshold (`omstream.engine.resource`), so the agent reads what the observer
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from omstream.engine.resolution import resolve
 from omstream.engine.resource import OTHER_PART_LENGTH
 from omstream.engine.sections import merge_section, shown_thread_id
 from omstream.engine.state import PendingMessage
@@ -29,21 +31,32 @@ from omstream.engine.temporal import is_temporal_marker, temporal_marker_id
 from omstream.engine.tokens import get_counter
 from omstream.engine.transcript import SIGNAL, message_lines, observer_transcript
 from omstream.schemas.base import iso
+from omstream.schemas.config import OmConfig
 from omstream.schemas.messages import Message
 
 if TYPE_CHECKING:
     from .context import ThreadView
 
-__all__ = ["MEMORY_FIELDS", "concerns", "is_resource_key", "merge_thread_observations", "of_thread",
-           "one_thread_of_resource", "other_conversations", "share"]
+__all__ = ["MEMORY_FIELDS", "ResourceRendering", "concerns", "is_resource_key", "merge_thread_observations",
+           "of_thread", "one_thread_of_resource", "other_conversations", "share"]
 
 #: The fields of a thread's view that are its memory's, the same in every thread of a resource.
 MEMORY_FIELDS = ("observations", "generation", "cursor", "in_flight")
 
-# Tool arguments are outlined by tokens in a transcript; the read side has no token counter
-# setting of its own, and the outline's budget is far above what a part cut at 500 characters
-# can hold, so any counter gives the same text here.
-_COUNT = get_counter("tokenx").count
+
+
+@dataclass(frozen=True)
+class ResourceRendering:
+    """How the fold writes a resource memory's thread ids and transcripts, which the read side
+    must match: ids obscured or not (`obscureThreadIds`), and the token counter that outlines
+    tool arguments in a transcript."""
+
+    obscure_thread_ids: bool = False
+    token_counter: str = "tokenx"
+
+    @classmethod
+    def of(cls, om: OmConfig) -> ResourceRendering:
+        return cls(resolve(om).obscure_thread_ids, om.token_counter)
 
 
 def is_resource_key(memory_key: str | None) -> bool:
@@ -73,14 +86,14 @@ def merge_thread_observations(view: ThreadView, text: str, observed: Iterable[st
     return merge_section(view.observations, shown_thread_id(view.thread_id, obscure), text, boundary)
 
 
-def _pending(message: Message) -> PendingMessage:
+def _pending(message: Message, counter: str) -> PendingMessage:
     """A message as the observer transcript reads it; a temporal-gap marker as its signal line."""
     if is_temporal_marker(message.id):
         text = message.text().removeprefix("<system-reminder>").removesuffix("</system-reminder>")
         return PendingMessage(id=message.id, role="user", created_at=message.created_at, text=text,
                               title=SIGNAL, tokens=0)
     return PendingMessage(id=message.id, role=message.role, created_at=message.created_at, text=message.text(),
-                          tokens=0, lines=message_lines(message, _COUNT))
+                          tokens=0, lines=message_lines(message, get_counter(counter).count))
 
 
 def _in_fold_order(view: ThreadView) -> list[Message]:
@@ -100,7 +113,8 @@ def _in_fold_order(view: ThreadView) -> list[Message]:
     return ordered + [m for i, m in rest.items() if i not in placed]  # a marker without its message
 
 
-def other_conversations(view: ThreadView, siblings: Iterable[ThreadView], obscure: bool, time_zone: str) -> str:
+def other_conversations(view: ThreadView, siblings: Iterable[ThreadView], rendering: ResourceRendering,
+                        time_zone: str) -> str:
     """The other threads' unobserved messages as `view`'s window shows them: one
     `<other-conversation id="…">` block per thread, threads by their oldest unobserved message
     (the first to join the memory among equals), blank lines between ("" when none)."""
@@ -113,10 +127,14 @@ def other_conversations(view: ThreadView, siblings: Iterable[ThreadView], obscur
             groups.append((min(m.created_at for m in unobserved), other.thread_id, unobserved))
     groups.sort(key=lambda group: group[0])
     return "\n\n".join(
-        f'<other-conversation id="{shown_thread_id(thread, obscure)}">\n'
-        f"{observer_transcript([_pending(m) for m in messages], time_zone, max_part_length=OTHER_PART_LENGTH)}\n"
-        "</other-conversation>"
+        f'<other-conversation id="{shown_thread_id(thread, rendering.obscure_thread_ids)}">\n'
+        f"{_transcript(messages, rendering, time_zone)}\n</other-conversation>"
         for _, thread, messages in groups)
+
+
+def _transcript(messages: list[Message], rendering: ResourceRendering, time_zone: str) -> str:
+    return observer_transcript([_pending(m, rendering.token_counter) for m in messages], time_zone,
+                               max_part_length=OTHER_PART_LENGTH)
 
 
 def of_thread(event: Any, thread_id: str) -> bool:

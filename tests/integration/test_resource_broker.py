@@ -27,6 +27,7 @@ from omstream.client import OmClient
 from omstream.engine.sections import section_bodies, shown_thread_id
 from omstream.engine.tokens import count_messages
 from omstream.projections.context import ContextProjection
+from omstream.projections.resource_views import ResourceRendering
 from omstream.schemas.codec import decode_input, encode
 from omstream.schemas.control import StepStarted
 from omstream.schemas.jobs import ModelJob, ModelResult
@@ -241,7 +242,7 @@ def test_two_producers_of_one_resource_make_the_memory_simulate_makes_of_the_log
     # The memory itself: the simulated state's log is the one the read side rebuilds from the
     # live events, in both threads' views.
     state = sim.states[key]
-    projection = ContextProjection(obscure_thread_ids=True)
+    projection = ContextProjection(resource=ResourceRendering(True))
     for event in live:
         projection.apply_event(event)
     assert projection.threads["u1-left"].observations == projection.threads["u1-right"].observations \

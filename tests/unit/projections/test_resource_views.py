@@ -19,7 +19,7 @@ from omstream.engine.resource import other_conversations, pending_by_thread
 from omstream.projections.asof import context_as_of
 from omstream.projections.context import ContextProjection
 from omstream.projections.history import EventHistory
-from omstream.projections.resource_views import concerns
+from omstream.projections.resource_views import ResourceRendering, concerns
 from omstream.schemas.messages import Message
 from tests.helpers import T0, text_of
 from tests.unit.engine.resource_helpers import Memory, resource_engine, say
@@ -71,7 +71,7 @@ def test_every_thread_view_is_the_memory_the_fold_holds(obscure, gaps):
     config = resource_engine(message_tokens=400, obscureThreadIds=obscure, temporalMarkers=gaps,
                              observation={"maxTokensPerBatch": 250}, reflection={"observationTokens": 700})
     memory = Memory(config)
-    projection = ContextProjection(obscure_thread_ids=obscure)
+    projection = ContextProjection(resource=ResourceRendering(obscure))
     applied = blocks = 0
     for message in _conversation(gaps):
         memory.feed(message)
@@ -103,7 +103,7 @@ def test_a_thread_new_to_the_resource_takes_its_log_and_as_of_rebuilds_it():
                    created_at=T0 + timedelta(hours=1))
     memory.feed(late)
     memory.answer_all()
-    projection = ContextProjection(obscure_thread_ids=True)
+    projection = ContextProjection(resource=ResourceRendering(True))
     history = EventHistory()
     for event in memory.events:
         projection.apply_event(event)
@@ -111,7 +111,7 @@ def test_a_thread_new_to_the_resource_takes_its_log_and_as_of_rebuilds_it():
     assert memory.state.observations and projection.threads["thread-z"].observations == memory.state.observations
     last = memory.events[-1].seq
     for thread in ("thread-a", "thread-b", "thread-z"):
-        answer = context_as_of(history, memory.state.memory_key, thread, last, obscure_thread_ids=True)
+        answer = context_as_of(history, memory.state.memory_key, thread, last, resource=ResourceRendering(True))
         assert answer is not None
         assert {k: v for k, v in answer.items() if k in ("observations", "otherConversations", "messages")} == \
             {k: v for k, v in projection.snapshot(thread).items() if k in ("observations", "otherConversations",
@@ -194,7 +194,7 @@ def test_one_thread_deleted_from_a_resource_takes_its_view_and_events_only():
     deleted = MemoryDeleted(
         event_id="deleted", memory_key=last.memory_key, thread_id="thread-a", seq=last.seq + 1,
         event_time=last.event_time, data=MemoryDeletedData(reason="thread-deleted", generation_count=0))
-    projection, history = ContextProjection(obscure_thread_ids=True), EventHistory()
+    projection, history = ContextProjection(resource=ResourceRendering(True)), EventHistory()
     for event in [*memory.events, deleted]:
         projection.apply_event(event)
         history.append(event)
