@@ -7,7 +7,8 @@ Each turn the agent
      the step is in the projection, so the window holds the message just sent and every cycle
      the step triggered (read your own writes),
   3. calls its model through litellm with the window's ready-made `chat` (the observations as a
-     system message, then the messages not yet observed),
+     system message, then the messages not yet observed) and the `recall` tool (`omstream.tools`),
+     answering the model's recall calls through `om serve` until it replies,
   4. sends the reply and marks the turn's end.
 Meanwhile a second task follows the memory's live feed (`GET /threads/{id}/events`, the same
 frames a browser reads, see feed.js) and prints its lifecycle events as they happen.
@@ -36,6 +37,9 @@ from pathlib import Path
 from omstream import Message, OmClient, load_settings
 from omstream.feed_reader import FeedEvent
 from omstream.models.calls import complete
+from omstream.tools import RecallTool
+
+MAX_TOOL_ROUNDS = 4  # recall calls answered per turn before the model must reply
 
 PROMPTS = [
     "Hi! I'm planning a cycling trip from Lyon to Avignon in May, about 250 km over four days.",
@@ -86,12 +90,30 @@ class Feed:
             await self.news.wait_for(lambda: message_id in self.accepted)
 
 
+async def reply_to(model: str, chat: list[dict], recall: RecallTool, wait: float) -> str:
+    """The model's reply, after answering the recall calls it makes (a model without tools, as
+    the scripted one, just replies)."""
+    for _ in range(MAX_TOOL_ROUNDS):
+        answer = await complete(model, chat, timeout=wait, arguments={"tools": [recall.definition]})
+        said = answer.choices[0].message
+        if not said.tool_calls:
+            return str(said.content or "")
+        chat = [*chat, said.model_dump(exclude_none=True)]
+        for call in said.tool_calls:
+            result = await recall.answer(call)
+            print(f"    recall {call.function.arguments} -> {len(result['content'])} characters", flush=True)
+            chat.append(result)
+    answer = await complete(model, chat, timeout=wait, arguments={})
+    return str(answer.choices[0].message.content or "")
+
+
 async def agent_loop(args: argparse.Namespace, prompts: list[str]) -> None:
     settings = load_settings(args.config)
     model = "scripted/assistant" if args.model == "scripted" else args.model
     run = uuid.uuid4().hex[:8]  # message ids are unique per thread: a run of its own
     async with OmClient(settings) as om:
         feed = Feed(om, args.thread, args.url)
+        recall = RecallTool(om, args.thread, base_url=args.url)
         follower = asyncio.create_task(feed.follow())
 
         def message(turn: int, role: str, text: str) -> Message:
@@ -115,8 +137,7 @@ async def agent_loop(args: argparse.Namespace, prompts: list[str]) -> None:
             if new:  # the Observer (or the Reflector) ran since the last turn
                 print("\n".join(f"    | {line}" for line in new), flush=True)
                 shown.update(new)
-            answer = await complete(model, window["chat"], timeout=args.wait, arguments={})
-            text = answer.choices[0].message.content or ""
+            text = await reply_to(model, window["chat"], recall, args.wait)
             print(f"[turn {turn}] user: {prompt}\n[turn {turn}] {model}: {text}", flush=True)
             reply = message(turn, "assistant", text)
             await om.send_message(reply)
@@ -132,6 +153,11 @@ async def agent_loop(args: argparse.Namespace, prompts: list[str]) -> None:
             follower.result()  # the feed failed (FeedError): say why
         if caught_up not in done:
             raise SystemExit(f"the feed did not show the last reply within {args.wait} s")
+        # What the tool answers a model that wants the conversation's first words back.
+        first = await recall({"anchor": "start", "limit": 2})
+        headers = [line for line in str(first.get("messages", first)).splitlines() if line.startswith("**")]
+        print(f"[recall] {first.get('count', 0)} messages from the thread's start, the first "
+              f"{headers[0] if headers else first}", flush=True)
         print(f"done: {len(prompts)} turns, {len(feed.accepted)} messages seen on the feed", flush=True)
 
 

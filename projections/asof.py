@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from datetime import tzinfo
 from typing import Any
 
+from omstream.engine.resolution import ResolvedRetrieval
 from omstream.schemas.base import iso
 
 from .context import ContextProjection, ThreadView
@@ -40,11 +41,12 @@ def parse_seq(raw: str) -> int:
 Folded = tuple[ContextProjection, HistoryEntry | None, dict[str, Any] | None]
 
 
-def fold_until(entries: Iterable[HistoryEntry], seq: int, time_zone: str | tzinfo = "UTC", *,
+def fold_until(entries: Iterable[HistoryEntry], seq: int, time_zone: str | tzinfo = "UTC",
+               retrieval: ResolvedRetrieval | None = None, *,
                resource: ResourceRendering = ResourceRendering()) -> Folded:
     """The projection of the entries up to `seq` (included), the last entry applied, and the
     token windows of the last `data-om-status` among them (None before the first)."""
-    projection = ContextProjection(time_zone=time_zone, resource=resource)
+    projection = ContextProjection(time_zone=time_zone, retrieval=retrieval, resource=resource)
     last: HistoryEntry | None = None
     windows: dict[str, Any] | None = None
     for entry in entries:
@@ -58,7 +60,7 @@ def fold_until(entries: Iterable[HistoryEntry], seq: int, time_zone: str | tzinf
 
 
 def context_as_of(history: EventHistory, memory_key: str, thread_id: str, seq: int,
-                  time_zone: str | tzinfo = "UTC", *,
+                  time_zone: str | tzinfo = "UTC", retrieval: ResolvedRetrieval | None = None, *,
                   resource: ResourceRendering = ResourceRendering()) -> dict[str, Any] | None:
     """The thread's context answer as of the memory's event `seq`, with `asOf` (the seq of the
     last event applied, at most `seq`), `lastSeq` (the memory's newest), `event` (what that
@@ -67,13 +69,13 @@ def context_as_of(history: EventHistory, memory_key: str, thread_id: str, seq: i
     entries = history.since(memory_key, 0)
     if not entries:
         return None
-    projection, last, windows = fold_until(entries, seq, time_zone, resource=resource)
+    projection, last, windows = fold_until(entries, seq, time_zone, retrieval, resource=resource)
     # Before its first event (or before its first message, in resource scope) the thread had
     # an empty memory: an empty view says so rather than a 404 for a thread that exists now.
     if thread_id in projection.threads:
         snapshot = projection.snapshot(thread_id)
     else:
-        snapshot = ThreadView(thread_id, memory_key=memory_key, time_zone=time_zone).snapshot()
+        snapshot = ThreadView(thread_id, memory_key=memory_key, time_zone=time_zone, retrieval=retrieval).snapshot()
     return {
         **snapshot,
         "stale": False,

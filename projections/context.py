@@ -42,9 +42,12 @@ from zoneinfo import ZoneInfo
 
 import orjson
 
+from omstream.engine.groups import render_groups
 from omstream.engine.observations import append_observations, continue_chunk, split_chunks
+from omstream.engine.resolution import ResolvedRetrieval
 from omstream.projections.chat import ChatMessage, chat_messages
 from omstream.projections.dates import add_relative_time_to_observations
+from omstream.projections.recall.instructions import recall_instructions
 from omstream.projections.resource_views import (
     ResourceRendering,
     is_resource_key,
@@ -136,14 +139,17 @@ def optimize_observations_for_context(observations: str) -> str:
 
 
 def observation_context_chunks(observations: str, now: datetime | None = None,
-                               zone: tzinfo = UTC) -> list[str]:
+                               zone: tzinfo = UTC, *, groups: bool = False) -> list[str]:
     """The transformed log split at its message boundaries, one string per chunk.
 
     The transform runs over the whole text before the split, so a gap marker between the last
     date of one chunk and the first of the next opens the later chunk (older chunks do not
-    change when a chunk is appended).  Without `now` the dates are left as written.
+    change when a chunk is appended).  Without `now` the dates are left as written.  With
+    `groups` (retrieval on) a log of observation groups shows them as `## Group` sections with
+    their ranges, as written (spec §10).
     """
-    text = optimize_observations_for_context(observations)
+    rendered = render_groups(observations) if groups else None
+    text = rendered if rendered is not None else optimize_observations_for_context(observations)
     if now is not None:
         text = add_relative_time_to_observations(text, now, zone)
     return [chunk.strip() for chunk in split_chunks(text.strip()) if chunk.strip()]
@@ -157,15 +163,21 @@ def other_conversations_block(blocks: str) -> str:
 def build_context_system_messages(
     observations: str, *, current_task: str | None = None, suggested_response: str | None = None,
     other_conversations: str | None = None, now: datetime | None = None, zone: tzinfo = UTC,
-    extracted: dict[str, Any] | None = None,
+    extracted: dict[str, Any] | None = None, retrieval: ResolvedRetrieval | None = None,
 ) -> list[str] | None:
-    """The system messages of the window (`buildContextSystemMessages`), None for an empty log."""
+    """The system messages of the window (`buildContextSystemMessages`), None for an empty log.
+
+    With `retrieval` the recall guidance follows the instructions; a resource-scoped recall tool
+    gets it even before there are observations (the agent may browse the user's other threads
+    from its first message), as the only system message."""
+    recall = (recall_instructions(retrieval.scope, search=retrieval.vector, custom=retrieval.instructions)
+              if retrieval is not None else "")
     if not observations:
-        return None
-    system = [f"{PREAMBLE}\n\n{INSTRUCTIONS}"]
+        return [recall] if retrieval is not None and retrieval.scope == "resource" else None
+    system = [f"{PREAMBLE}\n\n{INSTRUCTIONS}" + (f"\n\n{recall}" if recall else "")]
     if other_conversations:
         system.append(other_conversations_block(other_conversations))
-    chunks = observation_context_chunks(observations, now, zone)
+    chunks = observation_context_chunks(observations, now, zone, groups=retrieval is not None)
     if chunks:
         system += ["<observations>", *chunks]
     if current_task:
@@ -242,6 +254,8 @@ class ThreadView:
     clock: datetime | None = None
     # The zone the observer's calendar dates were written in (the transcript's zone).
     time_zone: str | tzinfo = "UTC"
+    # The configuration's retrieval (recall guidance, groups shown as sections); None when off.
+    retrieval: ResolvedRetrieval | None = None
 
     @property
     def blocked(self) -> bool:
@@ -298,12 +312,13 @@ def build_context_window(view: ThreadView, raw: list[Message] | None = None, *,
     system = build_context_system_messages(
         view.observations, current_task=view.current_task, suggested_response=view.suggested_response,
         other_conversations=other_conversations, now=at, extracted=view.extracted,
-        zone=_zone(time_zone if time_zone is not None else view.time_zone))
+        zone=_zone(time_zone if time_zone is not None else view.time_zone), retrieval=view.retrieval)
     resource_id = next((m.resource_id for m in raw if m.resource_id), None)
     return ContextWindow(
         now=at,
         system=tuple(system or ()),
-        continuation=continuation_message(view.thread_id, resource_id) if system else None,
+        # Recall guidance alone (no observations yet) continues nothing.
+        continuation=continuation_message(view.thread_id, resource_id) if system and view.observations else None,
         messages=tuple(raw),
     )
 
@@ -321,9 +336,11 @@ def context_messages(view: ThreadView, raw: list[Message] | None = None, *,
 class ContextProjection:
     """Per-thread views, fed event by event from `<ns>.events`."""
 
-    def __init__(self, time_zone: str | tzinfo = "UTC", *, resource: ResourceRendering = ResourceRendering()) -> None:
+    def __init__(self, time_zone: str | tzinfo = "UTC", retrieval: ResolvedRetrieval | None = None, *,
+                 resource: ResourceRendering = ResourceRendering()) -> None:
         self.threads: dict[str, ThreadView] = {}
         self.time_zone = time_zone
+        self.retrieval = retrieval
         # Resource scope: how the fold writes thread ids and transcripts (the log's sections,
         # the other-conversation blocks), and each resource memory's threads, in the order they
         # joined it (a dict as an ordered set).
@@ -348,15 +365,17 @@ class ContextProjection:
 
     def view(self, thread_id: str) -> ThreadView:
         if thread_id not in self.threads:
-            self.threads[thread_id] = ThreadView(thread_id, time_zone=self.time_zone)
+            self.threads[thread_id] = ThreadView(thread_id, time_zone=self.time_zone, retrieval=self.retrieval)
         return self.threads[thread_id]
 
-    def load(self, views: dict[str, ThreadView]) -> None:
-        """Views read back from a store."""
-        self.threads.update(views)
+    def adopt(self, views: dict[str, ThreadView]) -> None:
+        """Views made elsewhere (loaded from the store) join the projection, with its settings
+        (and, in resource scope, their memories' thread lists)."""
         for thread_id, view in views.items():
+            view.retrieval = self.retrieval
             if is_resource_key(view.memory_key):
                 self._members.setdefault(str(view.memory_key), {})[thread_id] = None
+        self.threads.update(views)
 
     def siblings(self, view: ThreadView) -> list[ThreadView]:
         """The views of every thread of `view`'s resource memory, `view` included ([view] in

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from omstream import kafka
+from omstream.engine.resolution import resolve
 from omstream.schemas.codec import decode_event
 from omstream.schemas.keys import memory_key
 from omstream.settings import Settings
@@ -64,7 +65,8 @@ class ProjectionFeed:
                  store: ReadModelStore | None = None) -> None:
         self.settings = settings
         self.projection = projection or ContextProjection(
-            time_zone=settings.om.time_zone, resource=ResourceRendering.of(settings.om))
+            time_zone=settings.om.time_zone, retrieval=resolve(settings.om).retrieval,
+            resource=ResourceRendering.of(settings.om))
         self.store = store
         # Every memory's events, for the live feed (projections/sse.py).
         self._stored = None if store is None else StoredHistory(store, {})
@@ -110,7 +112,7 @@ class ProjectionFeed:
         if built_from is None:
             with store.transaction():
                 store.set_source(source)
-        self.projection.load(store.load_views(self.projection.time_zone))
+        self.projection.adopt(store.load_views(self.projection.time_zone))
         last_seqs = store.last_seqs()
         self.projection.last_seq.update(last_seqs)
         assert self._stored is not None

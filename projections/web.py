@@ -14,6 +14,7 @@
         ?asOf=SEQ      the window as it was right after the memory's event SEQ, folded from
                        the kept events (`projections/asof.py`); adds `asOf`, `lastSeq`,
                        `event` and `windows` (the token windows as of then)
+    GET|POST /threads/{threadId}/recall   the recall tool (spec §12, `projections/recall/`)
     GET /  and  GET /threads/{threadId}   the dashboard (`projections/dashboard.py`)
 
 The answer has `"stale": true` when the `after` position was not reached in time (the view is
@@ -49,6 +50,8 @@ from .asof import context_as_of, parse_seq
 from .dashboard import dashboard_routes
 from .errors import AccessLog, api_error, json_errors
 from .feed import ProjectionFeed
+from .recall.route import recall_routes
+from .recall.search_port import SearchPort
 from .sse import feed_routes
 from .store import open_store
 
@@ -114,7 +117,7 @@ def as_of(feed: ProjectionFeed, thread_id: str, raw_seq: str) -> dict[str, Any]:
     # The thread's memory (its resource's, in resource scope: known once the thread is).
     key = feed.memory_of(thread_id)
     answer = None if key is None else context_as_of(
-        feed.history, key, thread_id, seq, feed.projection.time_zone,
+        feed.history, key, thread_id, seq, feed.projection.time_zone, feed.projection.retrieval,
         resource=feed.projection.resource)
     if answer is None:
         raise api_error(404, "unknown-thread", f"unknown thread {thread_id!r}")
@@ -122,8 +125,9 @@ def as_of(feed: ProjectionFeed, thread_id: str, raw_seq: str) -> dict[str, Any]:
 
 
 def build_web_app(feed: ProjectionFeed, versions: Versions | None = None,
-                  tokens: TokenTable | None = None) -> web.Application:
-    """The read side's routes; with `tokens`, every route but `/healthz` checks the request's."""
+                  tokens: TokenTable | None = None, search: SearchPort | None = None) -> web.Application:
+    """The read side's routes; with `tokens`, every route but `/healthz` checks the request's;
+    `search` answers recall's `search` mode (without it, that mode says it is not configured)."""
     routes = web.RouteTableDef()
     versions = versions or Versions(feed)
 
@@ -209,6 +213,7 @@ def build_web_app(feed: ProjectionFeed, versions: Versions | None = None,
     app = web.Application(middlewares=middlewares)
     app.add_routes(routes)
     app.add_routes(feed_routes(feed_of))  # GET /threads/{threadId}/events, GET /events
+    app.add_routes(recall_routes(feed_of, search))  # GET|POST /threads/{threadId}/recall
     app.add_routes(dashboard_routes())  # GET /, GET /threads/{threadId}, GET /static/{name}
     return app
 

@@ -55,6 +55,11 @@ if TYPE_CHECKING:
 __all__ = ["OmClient", "known_thread"]
 
 
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(word.title() for word in rest)
+
+
 def _position(metadata: Any) -> LogPosition:
     return LogPosition(metadata.partition, metadata.offset)
 
@@ -209,6 +214,35 @@ class OmClient:
                 r.raise_for_status()
                 threads: list[dict[str, Any]] = (await r.json())["threads"]
                 return threads
+
+    async def recall(self, thread_id: str, *, after: LogPosition | str | None = None, wait: float = 10.0,
+                     base_url: str | None = None, version: str | None = None,
+                     **params: Any) -> dict[str, Any] | None:
+        """The `recall` tool of spec §12 for `thread_id` (the asking thread), answered by `om serve`:
+        `params` are the tool's (`mode`, `cursor`, `page`, `limit`, `detail`, `partIndex`,
+        `threadId` for another thread, ...; snake_case works too, but for `threadId`); the answer
+        is the tool's result.  None for a thread the server does not
+        hold; `RecallError` with the server's reason for parameters it refuses."""
+        import aiohttp
+
+        from omstream.projections.recall.params import RecallError
+
+        query = {"wait": str(wait)}
+        if after is not None:
+            query["after"] = str(after)
+        if version is not None:
+            query["version"] = version
+        body = {_camel(k): v for k, v in params.items() if v is not None}
+        url = f"{base_url or self.web_url}/threads/{quote(thread_id, safe='')}/recall"
+        async with aiohttp.ClientSession() as http:
+            async with http.post(url, params=query, json=body, timeout=aiohttp.ClientTimeout(total=wait + 30)) as r:
+                if r.status == 404:
+                    return None
+                if r.status == 400:
+                    raise RecallError((await r.json()).get("detail", "recall refused"))
+                r.raise_for_status()
+                answer: dict[str, Any] = await r.json()
+                return answer
 
     @property
     def web_url(self) -> str:

@@ -16,6 +16,10 @@ const observations = (() => {
     const thread = line.match(/^\s*<thread id="([^"]*)">\s*$/);
     if (thread) return { kind: "thread", text: thread[1] };
     if (/^\s*<\/thread>\s*$/.test(line)) return null;
+    // Retrieval's observation groups (spec §12): a heading naming the messages they came from.
+    const group = line.match(/^<observation-group id="([^"]*)" range="([^"]*)"( kind="reflection")?>$/);
+    if (group) return { kind: "group", text: `${group[3] ? "reflection " : ""}group ${group[1]} · messages ${group[2]}` };
+    if (/^<\/observation-group>\s*$/.test(line)) return null;
     const item = line.match(/^(\s*)(?:[*-]|\d+\.)\s+(.*)$/);
     if (!item) return line.trim() ? { kind: "text", depth: 0, text: line.trim() } : null;
     let text = item[2];
@@ -40,6 +44,7 @@ const observations = (() => {
       return el("div", { class: "obs-date" }, m[1], m[2] ? el("span", { class: "rel", text: m[2] }) : null);
     }
     if (parsed.kind === "thread") return el("div", { class: "obs-thread", text: `thread ${parsed.text}` });
+    if (parsed.kind === "group") return el("div", { class: "obs-thread", text: parsed.text });
     // Priorities are drawn as coloured dots by the style sheet, not as the emoji: a machine
     // without a colour emoji font would show empty boxes. The emoji stays in the tooltip.
     const emoji = parsed.priority ? Object.keys(PRIORITY).find((k) => PRIORITY[k] === parsed.priority) : null;

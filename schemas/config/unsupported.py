@@ -23,8 +23,7 @@ def unsupported_problems(om: OmConfig) -> list[Problem]:
     An option left at its default, or set to its "off" value, is fine: it asks for nothing.
     """
     obs, refl = om.observation, om.reflection
-    asked = {"retrieval": om.retrieval is not False}
-    problems = [Problem(path, _NOT_YET) for path, is_set in asked.items() if is_set]
+    problems: list[Problem] = []
     if om.scope == "resource":
         problems += _not_yet_in_resource_scope(om)
     for path, spec in (("model", om.model), ("observation.model", obs.model),
@@ -38,6 +37,9 @@ def _not_yet_in_resource_scope(om: OmConfig) -> list[Problem]:
     values and working memory need per-thread state the resource memory does not keep yet."""
     obs, refl = om.observation, om.reflection
     asked = {
+        # Observation groups are written by the thread-scope observer paths so far; a resource
+        # memory's per-thread sections do not carry them yet.
+        "retrieval": om.retrieval is not False,
         "observation.extract": bool(obs.extract),
         "observation.manageWorkingMemory": obs.manage_working_memory,
         "reflection.extract": bool(refl.extract),

@@ -14,6 +14,7 @@ from omstream.schemas.events import BufferingEnd, BufferingEndData, BufferingFai
 from omstream.schemas.jobs import ModelResult
 
 from .extracting import extract, extraction_fields, extractors, retitle
+from .groups import grouped
 from .jobs import failed, failure, model_job, outcome_time
 from .observing import observer_request, read_observer, regenerate
 from .state import BufferedChunk, Cycle, PendingMessage
@@ -96,9 +97,11 @@ def buffer_result(step: Step, cycle: Cycle, result: ModelResult) -> None:
     found = extract(step, cycle, result.output or "", parsed.observations)
     state = step.state
     covered = [m for m in state.pending if m.id in set(cycle.message_ids)]
+    text = grouped(step.config.resolved.retrieval is not None, state.memory_key, cycle.cycle_id, covered,
+                   parsed.observations)
     chunk = BufferedChunk(
-        cycle_id=cycle.cycle_id, observations=parsed.observations,
-        tokens=step.config.counter.count(parsed.observations), message_ids=cycle.message_ids,
+        cycle_id=cycle.cycle_id, observations=text,
+        tokens=step.config.counter.count(text), message_ids=cycle.message_ids,
         message_tokens=cycle.tokens, last_observed_at=max(m.created_at for m in covered),
     )
     chunks = (*state.chunks, chunk)
@@ -108,7 +111,7 @@ def buffer_result(step: Step, cycle: Cycle, result: ModelResult) -> None:
         cycle_id=cycle.cycle_id, operation_type="observation", completed_at=done,
         duration_ms=duration, tokens_buffered=cycle.tokens,
         buffered_tokens=sum(c.tokens for c in chunks), record_id=step.record_id,
-        thread_id=state.thread_id, observations=parsed.observations,
+        thread_id=state.thread_id, observations=text,
         observed_message_ids=cycle.message_ids, generation=state.generation,
         **extraction_fields(found),
     ), done)

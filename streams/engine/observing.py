@@ -17,6 +17,7 @@ from omstream.schemas.jobs import ChatMessage, JobTrigger, ModelResult
 from . import extraction
 from .extracting import extract, extraction_fields, extractors, retitle, with_inline
 from .extraction import Spec
+from .groups import grouped, strip_groups
 from .jobs import failed, model_job
 from .multi_observing import start_resource_observation
 from .observations import append_observations
@@ -48,6 +49,8 @@ def observer_request(step: Step, messages: tuple[PendingMessage, ...], *,
         pending = "\n\n".join(c.observations for c in state.chunks)
         previous = f"{previous}\n\n{BUFFERED_SEPARATOR}\n\n{pending}" if previous else pending
     known = state.observation_tokens if previous is state.observations else None
+    if "observation-group" in previous:  # the observer reads the log without group tags
+        previous, known = strip_groups(previous), None
     shown, truncated = truncate_observations(previous, o.previous_observer_tokens,
                                              config.counter.count, known)
     specs = extractors(step, "observer")
@@ -178,15 +181,17 @@ def _commit_observation(step: Step, cycle: Cycle, parsed: ObserverOutput, done: 
     found = extract(step, cycle, raw, parsed.observations)
     state, config = step.state, step.config
     covered = set(cycle.message_ids)
-    cursor = observe_messages(step, cycle.message_ids, parsed.observations,
-                              max(m.created_at for m in state.pending if m.id in covered))
+    observed = [m for m in state.pending if m.id in covered]
+    text = grouped(config.resolved.retrieval is not None, state.memory_key, cycle.cycle_id, observed,
+                   parsed.observations)
+    cursor = observe_messages(step, cycle.message_ids, text, max(m.created_at for m in observed))
     step.update(current_task=parsed.current_task, suggested_response=parsed.suggested_response,
                 cycles_completed=state.cycles_completed + 1, buffer_boundary=0,
                 pending_message_tokens=0)
     step.emit(ObservationEnd, ObservationEndData(
         cycle_id=cycle.cycle_id, operation_type="observation", completed_at=done,
         duration_ms=duration, tokens_observed=cycle.tokens,
-        observation_tokens=config.counter.count(parsed.observations), observations=parsed.observations,
+        observation_tokens=config.counter.count(text), observations=text,
         current_task=parsed.current_task, suggested_response=parsed.suggested_response,
         record_id=step.record_id, thread_id=state.thread_id,
         observed_message_ids=cycle.message_ids, cursor=iso(cursor), generation=state.generation,

@@ -9,6 +9,7 @@ reflection say whether the check it held goes on; `check` (or `results`) resumes
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -30,6 +31,7 @@ from omstream.schemas.jobs import ChatMessage, JobTrigger, ModelResult
 from . import extraction
 from .activation import did_provider_change, idle_expired, resolve_activation_ttl
 from .extracting import extract, extraction_fields, extractors, with_inline
+from .groups import combine_ranges, group_id, group_safe_line_count, parse_groups, strip_groups, wrap_group
 from .jobs import failed, model_job, outcome_time
 from .parsing import parse_observer_output
 from .prompts import reflector_system_prompt, reflector_user_prompt
@@ -92,7 +94,7 @@ def _reflector_request(step: Step, observations: str, level: int, *, guidance: s
             continuation_hints=hints, instruction=r.instruction,
             multi_thread=is_resource(step.config)), specs)),
         ChatMessage(role="user", content=reflector_user_prompt(
-            observations=observations, level=level, guidance=guidance, continuation_hints=hints,
+            observations=strip_groups(observations), level=level, guidance=guidance, continuation_hints=hints,
             prior_values=extraction.prior_values(specs, step.state.metadata))
             + extraction.inline_reminder(specs)),
     )
@@ -212,9 +214,20 @@ def _accepted_answer(step: Step, cycle: Cycle, i: int) -> str:
     return cycle.raw[i] if i < len(cycle.raw) else ""
 
 
+def _reflection_group(step: Step, cycle: Cycle, text: str, source: str) -> str:
+    """With retrieval on, a reflection is one group spanning the groups it condensed (spec §12);
+    a log written before retrieval was turned on has none, and its reflection stays bare."""
+    sources = parse_groups(source) if step.config.resolved.retrieval is not None else []
+    if not sources or not text.strip():
+        return text
+    return wrap_group(text, group_id(step.state.memory_key, cycle.cycle_id), combine_ranges(sources),
+                      kind="reflection")
+
+
 def _commit_reflection(step: Step, cycle: Cycle, i: int, done: datetime, duration: int) -> None:
     text, suggested = cycle.candidates[i], cycle.suggested[i]
     found = extract(step, cycle, _accepted_answer(step, cycle, i), text)
+    text = _reflection_group(step, cycle, text, step.state.observations)
     state, config = step.state, step.config
     tokens = config.counter.count(text)
     _new_generation(step, text, done,
@@ -245,6 +258,9 @@ def _start_reflection_buffer(step: Step, now: datetime, threshold: int) -> None:
                                       reflection_buffer_activation(r.buffer_activation))
     if piece.line_count == 0:
         return
+    if config.resolved.retrieval is not None:  # never half a group
+        count = group_safe_line_count(state.observations, piece.line_count)
+        piece = replace(piece, line_count=count, text="\n".join(state.observations.split("\n")[:count]))
     start = compression_start_level(r.model.name)
     cycle = _reflection_cycle(step, now, kind="buffer-reflection", level=start,
                               tokens=piece.estimated_tokens, trigger="async-buffer",
@@ -292,6 +308,10 @@ def reflection_buffer_result(step: Step, cycle: Cycle, result: ModelResult) -> N
     i = _accepted(decision)
     text, tokens = cycle.candidates[i], cycle.attempts[i][1]
     found = extract(step, cycle, _accepted_answer(step, cycle, i), text)
+    source = "\n".join(step.state.observations.split("\n")[:cycle.line_count])
+    grouped_text = _reflection_group(step, cycle, text, source)
+    if grouped_text is not text:
+        text, tokens = grouped_text, step.config.counter.count(grouped_text)
     step.update(buffered_reflection=BufferedReflection(
         cycle_id=cycle.cycle_id, text=text, tokens=tokens, input_tokens=cycle.tokens,
         line_count=cycle.line_count, suggested_response=cycle.suggested[i]))

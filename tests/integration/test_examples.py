@@ -26,7 +26,8 @@ FEED = re.compile(r"^  \[feed (\d+)\] (.*)$")
 
 def test_the_agent_loop_example_runs_against_the_local_services(new_env, tmp_path):
     # The example's own configuration's memory options (examples/agent.toml), on this run's namespace.
-    env = new_env(options=om_options(observation={"messageTokens": 150, "bufferTokens": False}))
+    env = new_env(options=om_options(observation={"messageTokens": 150, "bufferTokens": False},
+                                     retrieval={"scope": "resource"}))
     env.start_worker()
     server = Server(env.settings, tmp_path / "serve.log")
     try:
@@ -64,5 +65,12 @@ def test_the_agent_loop_example_runs_against_the_local_services(new_env, tmp_pat
     assert any(text.startswith("data-om-observation-start") for _, text in feed)
     assert any(text.startswith("observed ") for _, text in feed)
     assert sum(text.startswith("status:") for _, text in feed) >= turns
+    # The recall tool, as the model would call it, reads the thread's first messages back.
+    recalled = [line for line in lines if line.startswith("[recall] ")]
+    assert len(recalled) == 1 and re.match(
+        r"^\[recall\] 2 messages from the thread's start, the first \*\*user \(\d{4}-\d\d-\d\d [\d:]{8}Z\)\*\* "
+        r"\[[0-9a-f]{8}-1-user\]:$", recalled[0]), recalled
+    # With retrieval on, the observations are groups with the range of the messages they came from.
+    assert re.search(r'^    \| <observation-group id="[0-9a-f]{16}" range="[0-9a-f]{8}-1-user:[^"]+">$', out, re.M), out
     print(f"turns {turns}, observed per turn {observed_at}, feed events {len(feed)}, "
           f"observations remembered by the model {remembered}")

@@ -629,7 +629,7 @@ def test_config_check_help(capsys):
 
 # --- accepted means implemented ---------------------------------------------------------------------
 UNSUPPORTED = {
-    "retrieval": {"retrieval": True},
+    "retrieval": {"scope": "resource", "retrieval": True},
     "observation.manageWorkingMemory": {"scope": "resource", "observation": {"manageWorkingMemory": True}},
     "observation.extract": {"scope": "resource", "observation": {"extract": [
         {"name": "mood", "instructions": "the user's mood"}]}},
@@ -660,7 +660,7 @@ def test_off_values_of_unimplemented_options_are_accepted(options):
 
 
 def test_config_check_names_an_unimplemented_option(tmp_path, capsys):
-    code, _, err = run_check(tmp_path, "om.json", json.dumps({"retrieval": True}), capsys)
+    code, _, err = run_check(tmp_path, "om.json", json.dumps({"scope": "resource", "retrieval": True}), capsys)
     assert code == 1
     assert "retrieval: is not supported yet" in err
 

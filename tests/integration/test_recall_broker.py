@@ -1,0 +1,83 @@
+"""Recall through `om serve` on the real broker (spec §12): the worker writes observation groups,
+the read side pages the messages behind a group's range, lists the resource's threads, refuses
+bad parameters as JSON, and shows nothing of a deleted thread, in a projection rebuilt from the
+events after the deletion."""
+
+import asyncio
+import re
+import time
+from datetime import timedelta
+
+import aiohttp
+import pytest
+
+from omstream.client import OmClient
+from omstream.engine.groups import parse_groups
+from omstream.projections.recall import RecallError
+from omstream.schemas.control import ThreadDeleted
+from tests.helpers import T0, message
+from tests.integration.options import om_options
+from tests.integration.support import EventWatcher, Server
+
+pytestmark = pytest.mark.integration
+
+
+def _user(i: int, thread: str, resource: str):
+    return message(i, thread=thread).model_copy(update={"resource_id": resource})
+
+
+def test_recall_pages_behind_a_group_lists_threads_and_forgets_a_deleted_one(new_env, tmp_path):
+    env = new_env(options=om_options(observation={"messageTokens": 150, "bufferTokens": False},
+                                     retrieval={"scope": "resource"}))
+    env.start_worker()
+    a = [_user(i, "ra", "u1") for i in range(6)]
+    b = [_user(i, "rb", "u1") for i in range(3)]
+    c = [_user(i, "rc", "u2") for i in range(3)]
+
+    async def scenario():
+        async with OmClient(env.settings) as client, EventWatcher(env.settings) as watcher:
+            await client.send_messages(a + b + c)
+            events = await watcher.wait_for(lambda evs: sum(e.type == "om-message-accepted" for e in evs) == 12
+                                            and any(e.type == "data-om-observation-end" and e.thread_id == "ra"
+                                                    for e in evs))
+            group = parse_groups(next(e.data.observations for e in events
+                                      if e.type == "data-om-observation-end" and e.thread_id == "ra"))[0]
+            await client.send_control(ThreadDeleted(thread_id="rb", at=T0 + timedelta(hours=1)))
+            await watcher.wait_for(lambda evs: any(e.type == "om-memory-deleted" and e.thread_id == "rb" for e in evs))
+            last = await client.send_message(_user(9, "ra", "u1"))
+            # A projection made after the deletion: rebuilt from the events alone.
+            server = Server(env.settings, tmp_path / "serve.log")
+            try:
+                await server.ready()
+                started = time.monotonic()
+                page = await client.recall("ra", after=last, base_url=server.url, cursor=group.start, limit=3)
+                took = time.monotonic() - started
+                back = await client.recall("ra", base_url=server.url, cursor=group.end, page=-1, limit=2)
+                threads = (await server.get("/threads/ra/recall", mode="threads"))[1]
+                to_deleted = await server.get("/threads/ra/recall", threadId="rb")
+                foreign = await server.get("/threads/ra/recall", cursor="rc-m1", threadId="rc")
+                bad = await server.get("/threads/ra/recall", page="99")
+                async with aiohttp.ClientSession() as http:
+                    async with http.post(f"{server.url}/threads/ra/recall", data=b"[1]") as r:
+                        not_object = (r.status, await r.json())
+                unknown = await server.get("/threads/rb/recall")
+                with pytest.raises(RecallError, match="does not belong"):
+                    await client.recall("ra", base_url=server.url, threadId="rb")
+            finally:
+                server.stop()
+        return group, page, back, threads, to_deleted, foreign, bad, not_object, unknown, took
+
+    group, page, back, threads, to_deleted, foreign, bad, not_object, unknown, took = asyncio.run(scenario())
+    assert group.start == "ra-m0" and re.fullmatch(r"[0-9a-f]{16}", group.id), group
+    shown = re.findall(r"\*\* \[([^\]]+)\]:", page["messages"])
+    assert shown == ["ra-m1", "ra-m2", "ra-m3"] and page["hasNextPage"] is True and page["count"] == 3, page
+    end = next(m for m in a if m.id == group.end)
+    before = [m.id for m in a if m.created_at < end.created_at][-2:]
+    assert re.findall(r"\*\* \[([^\]]+)\]:", back["messages"]) == before and back["hasNextPage"] is False, back
+    assert "id: ra" in threads["threads"] and "rb" not in threads["threads"] and "rc" not in threads["threads"]
+    assert to_deleted[0] == 400 and to_deleted[1]["error"] == "bad-parameter", to_deleted
+    assert foreign[0] == 400 and "rc-" not in str(foreign[1]["detail"]).replace("rc-m1", ""), foreign
+    assert bad == (400, bad[1]) and bad[1]["error"] == "bad-parameter" and bad[1]["detail"].startswith("page"), bad
+    assert not_object[0] == 400 and not_object[1]["error"] == "bad-parameter", not_object
+    assert unknown[0] == 404 and unknown[1]["error"] == "unknown-thread", unknown
+    print(f"group {group.id} range {group.range}; recall after the write answered in {took * 1000:.0f} ms")
