@@ -488,6 +488,10 @@ class MemoryDeletedData(WireModel):
     """What deleted it: `thread-deleted` or `resource-deleted` command."""
     generation_count: Count
     """The memory's generation when it was deleted."""
+    observations: str | None = None
+    """Resource scope, one thread deleted (`threadId`): the observations the resource keeps, that
+    thread's sections removed; the other threads' views take this text.  Absent when the whole
+    memory is gone."""
 
 
 class MemoryDeleted(EventEnvelope):

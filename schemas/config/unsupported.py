@@ -33,16 +33,11 @@ def unsupported_problems(om: OmConfig) -> list[Problem]:
 
 
 def _not_yet_in_resource_scope(om: OmConfig) -> list[Problem]:
-    """What works in thread scope but not yet across the threads of a resource: extractor
-    values and working memory need per-thread state the resource memory does not keep yet."""
-    obs, refl = om.observation, om.reflection
+    """What works in thread scope but not yet across the threads of a resource."""
     asked = {
         # Observation groups are written by the thread-scope observer paths so far; a resource
         # memory's per-thread sections do not carry them yet.
         "retrieval": om.retrieval is not False,
-        "observation.extract": bool(obs.extract),
-        "observation.manageWorkingMemory": obs.manage_working_memory,
-        "reflection.extract": bool(refl.extract),
     }
     return [Problem(path, _NOT_YET_RESOURCE) for path, is_set in asked.items() if is_set]
 

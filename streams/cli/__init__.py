@@ -9,6 +9,7 @@
     om produce FILE.jsonl      send chat messages (and the markers and commands of a conversation file)
     om tail                    print lifecycle events as they happen
     om export --thread T       a thread's history in the log, as a conversation file for om simulate
+    om export --resource R     (resource scope) every thread of a resource's memory, in log order
     om schema export [--check] write (or check) the JSON Schema files of the wire types
     om config check [FILE]     validate observationalMemory options; print the resolved values
     om simulate CONV.jsonl     the engine over a conversation file, without a broker

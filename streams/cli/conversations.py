@@ -90,13 +90,15 @@ def add_commands(command: CommandMaker) -> None:
                    "or any input record of the log (a step, a turn end, a command), as om export writes")
     p.set_defaults(func=cmd_produce)
 
-    p = command("export", help="a thread's history in the log, as a conversation file for om simulate",
+    p = command("export", help="a thread's (or a resource's) history in the log, as a conversation file "
+                "for om simulate",
                 description="Write a thread's retained input records of <ns>.log to stdout, in log "
                 "order, one JSON line each in the log's wire format (messages, steps, turn ends, "
                 "commands): the conversation format om simulate reads. Left out: records of other "
                 "memories and threads, records that do not decode, model results, and records the "
-                "worker refused (the version's dead-letter topic). A summary goes to stderr; exit "
-                "status 2 when nothing of the thread is left.")
+                "worker refused (the version's dead-letter topic). In resource scope, --resource "
+                "alone writes every thread of the resource's memory, in log order. A summary goes "
+                "to stderr; exit status 2 when nothing of the thread is left.")
     p.add_argument("--thread", help="thread id")
     p.add_argument("--resource", help="resource id (needed in resource scope; alone, the resource's "
                    "whole memory)")

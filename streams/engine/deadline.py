@@ -74,8 +74,11 @@ def _expire_batches(step: Step, cycle: Cycle, error: str, deadline_ms: float) ->
             continue
         current = step.state.in_flight
         assert current is not None
+        # An answer waiting for its structured follow-up commits with its extractors failed.
+        followup = bool(current.batch_mains) and current.batch_mains[n] is not None
         committed = resource_batch_result(step, current, n, ModelResult(
-            kind="observe", cycle_id=batch_job_id(cycle.cycle_id, n), memory_key=step.state.memory_key,
+            kind="extract" if followup else "observe", cycle_id=batch_job_id(cycle.cycle_id, n),
+            memory_key=step.state.memory_key,
             thread_id=step.thread_id, request_hash="deadline", ok=False, error=error,
             error_code="deadline", model=cycle.model or "unknown", attempts=0, started_at=cycle.started_at,
             completed_at=cycle.started_at + timedelta(milliseconds=deadline_ms)))

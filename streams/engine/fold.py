@@ -61,7 +61,8 @@ from .state import Cycle, MemoryState, PendingMessage, ThreadMemory
 from .status import emit_status
 from .step import EngineConfig, Folded, Rejected, Step
 from .temporal import TimedMessage, plan_temporal_gap
-from .tokens import Counter, count_message
+from .thread_deletion import delete_resource_thread
+from .tokens import Counter, count_message, count_text_message
 from .transcript import SIGNAL, transcribe
 
 __all__ = ["EngineConfig", "Folded", "Input", "Rejected", "addressed", "fold", "holds", "new_state"]
@@ -105,10 +106,10 @@ def _apply(step: Step, event: Input, log_time: datetime | None = None) -> None:
         on_result(step, event)
         _release_held(step)
     elif isinstance(event, ThreadDeleted) and is_resource(step.config):
-        step.rejected.append(Rejected(
-            f"deleting thread {event.thread_id!r} of {step.state.memory_key} is not supported yet "
-            "in resource scope (its messages and section would have to leave the shared memory); "
-            "delete the resource, or keep the thread"))
+        # One thread of the shared memory: it leaves, the others stay (thread_deletion).
+        if not _already_applied(step, event):
+            delete_resource_thread(step, event)
+            _release_held(step)
     elif isinstance(event, (ThreadDeleted, ResourceDeleted)):
         # Never held: a deletion also cancels the cycle in flight (its result is then ignored).
         if not _already_applied(step, event):
@@ -321,12 +322,13 @@ def _temporal_marker(step: Step, message: Message) -> PendingMessage | None:
         marker_id=gap.marker_id, precedes_message_id=gap.precedes_message_id, gap_text=gap.gap_text,
         gap_ms=gap.gap_ms, timestamp=gap.timestamp, timestamp_ms=gap.timestamp_ms,
         contents=gap.contents), message.created_at)
-    # The agent reads a system-reminder dated just before the message (its token count); the
-    # observer reads a time-less `Signal: <gapText> — <timestamp>` line right after it.
-    reminder = f"<system-reminder>{gap.contents}</system-reminder>"
+    # The agent reads a system-reminder dated just before the message; the observer reads a
+    # time-less `Signal: <gapText> — <timestamp>` line right after it.  It counts as the
+    # original stores it: a `signal` message of one text part, the reminder's contents (§5.2).
     return PendingMessage(
         id=gap.marker_id, role="user", created_at=message.created_at - timedelta(milliseconds=1),
-        text=gap.contents, title=SIGNAL, tokens=step.config.counter.count(reminder), thread_id=thread,
+        text=gap.contents, title=SIGNAL, tokens=count_text_message("signal", gap.contents, step.config.counter),
+        thread_id=thread,
     )
 
 

@@ -14,6 +14,7 @@ the log, merged by date (`sections.merge_section`).
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from omstream.schemas.base import iso
 from omstream.schemas.events import (
@@ -27,12 +28,22 @@ from omstream.schemas.events import (
 )
 from omstream.schemas.jobs import ChatMessage, JobTrigger, ModelJob, ModelResult
 
-from .extraction import THREAD_TITLE, title_change
+from . import extraction
+from .extracting import extraction_fields, with_inline
+from .extraction import THREAD_TITLE, Extraction, title_change
 from .jobs import failure, model_job
 from .observer_attachments import observer_user_content
 from .parsing import ObserverOutput, is_degenerate
 from .prompts import observer_system_prompt, observer_user_prompt
 from .resource import pending_by_thread, plan_batches, thread_of, thread_tokens
+from .resource_extracting import (
+    followup_again,
+    followup_id,
+    followup_job,
+    one_thread_per_call,
+    thread_extraction,
+    thread_specs,
+)
 from .sections import merge_section, shown_thread_id
 from .state import Cycle, PendingMessage, ThreadMemory
 from .status import emit_status
@@ -41,7 +52,7 @@ from .thread_answers import ThreadAnswer, parse_thread_answer
 from .transcript import AttachmentNumbers, observer_transcript
 from .truncation import truncate_observations
 
-__all__ = ["batch_job_id", "batch_of", "resource_batch_result", "resource_observer_request",
+__all__ = ["batch_job_id", "batch_of", "fail_thread", "resource_batch_result", "resource_observer_request",
            "start_resource_observation"]
 
 
@@ -50,10 +61,11 @@ def batch_job_id(cycle_id: str, batch: int, *, again: bool = False) -> str:
 
 
 def batch_of(cycle: Cycle, job_id: str) -> int | None:
-    """Which batch of `cycle` the job `job_id` is, if the cycle waits for it (a batch asked
-    again waits for its second job only)."""
+    """Which batch of `cycle` the job `job_id` (or its structured follow-up) is, if the cycle
+    waits for it (a batch asked again waits for its second job only)."""
     for n in range(len(cycle.batches)):
-        if batch_job_id(cycle.cycle_id, n, again=n in cycle.regenerated) == job_id:
+        own = batch_job_id(cycle.cycle_id, n, again=n in cycle.regenerated)
+        if job_id in (own, followup_id(own, again=n in cycle.followups_again)):
             return n
     return None
 
@@ -86,15 +98,19 @@ def resource_observer_request(step: Step, threads: tuple[str, ...]) -> tuple[Cha
     shown, truncated = truncate_observations(state.observations, o.previous_observer_tokens,
                                              config.counter.count, state.observation_tokens)
     prior = _prior_hints(step, threads, obscure, hints=bool(hints), title=o.thread_title)
+    specs = thread_specs(step, threads[0]) if len(threads) == 1 and one_thread_per_call(step) else ()
+    if specs:  # one thread per call: its extractors' prior values and sections (resource_extracting)
+        meta = step.state.threads.get(threads[0]) or ThreadMemory()
+        prior = "\n".join(p for p in (prior, extraction.prior_values(specs, meta.metadata)) if p)
     user = observer_user_prompt(transcript=transcript, previous_observations=shown, truncated=truncated,
-                                prior_values=prior)
+                                prior_values=prior) + extraction.inline_reminder(specs)
     messages = [m for t in threads for m in groups[t]]
     content = observer_user_content(user, messages, o.observe_attachments, o.model.name,
                                     capability=config.takes_attachments)
     return (
-        ChatMessage(role="system", content=observer_system_prompt(
+        ChatMessage(role="system", content=with_inline(observer_system_prompt(
             continuation_hints=bool(hints), instruction=o.instruction, multi_thread=True,
-            thread_title=o.thread_title)),
+            thread_title=o.thread_title), specs)),
         ChatMessage.model_validate({"role": "user", "content": content}),
     )
 
@@ -106,6 +122,8 @@ def start_resource_observation(step: Step, now: datetime, step_number: int | Non
     batches = plan_batches(state, config.message_threshold(state),
                            config.resolved.observation.max_tokens_per_batch,
                            everything=trigger == "manual")
+    if one_thread_per_call(step):
+        batches = tuple((t,) for batch in batches for t in batch)
     threads = tuple(t for batch in batches for t in batch)
     if not threads:  # nothing unobserved: a cycle without a job would never end
         emit_status(step, now, step_number)
@@ -115,7 +133,8 @@ def start_resource_observation(step: Step, now: datetime, step_number: int | Non
     tokens = sum(thread_tokens(groups[t]) for t in threads)
     cycle = Cycle(cycle_id=step.next_cycle_id(), kind="observe", message_ids=covered, tokens=tokens,
                   started_at=now, generation=state.generation, phase="observe", step_number=step_number,
-                  trigger=trigger, batches=batches, batch_answers=(None,) * len(batches))
+                  trigger=trigger, batches=batches, batch_answers=(None,) * len(batches),
+                  batch_mains=(None,) * len(batches), batch_followups=(None,) * len(batches))
     for thread in threads:
         step.emit(ObservationStart, ObservationStartData(
             cycle_id=cycle.cycle_id, operation_type="observation", started_at=now,
@@ -127,7 +146,7 @@ def start_resource_observation(step: Step, now: datetime, step_number: int | Non
         job = _batch_job(step, cycle, n)
         if isinstance(job, str):
             for thread in threads:
-                _failed(step, cycle, thread, job, now, 0)
+                fail_thread(step, cycle, thread, job, now, 0)
             emit_status(step, now, step_number)
             return
         jobs.append(job)
@@ -161,13 +180,34 @@ def _regenerate(step: Step, cycle: Cycle, batch: int, result: ModelResult) -> bo
 
 def resource_batch_result(step: Step, cycle: Cycle, batch: int, result: ModelResult) -> bool:
     """Record one batch's answer; once all are in, commit them (True: the check goes on)."""
-    answers = list(cycle.batch_answers)
-    if answers[batch] is not None:
+    answers, mains = list(cycle.batch_answers), list(cycle.batch_mains)
+    if result.kind == "extract":  # the follow-up of an answer kept in `batch_mains`
+        main = mains[batch]
+        if main is None:
+            return False
+        if batch not in cycle.followups_again and followup_again(step, cycle.batches[batch][0], result):
+            again = cycle.model_copy(update={"followups_again": (*cycle.followups_again, batch)})
+            job = followup_job(step, again, main.cycle_id, cycle.batches[batch][0], main, again=True)
+            if job is not None:
+                step.jobs.append(job)
+                step.update(in_flight=again)
+                return False
+        answers[batch], mains[batch] = main, None
+        followups = list(cycle.batch_followups)
+        followups[batch] = result
+        cycle = cycle.model_copy(update={"batch_followups": tuple(followups)})
+    elif answers[batch] is not None or mains[batch] is not None:
         return False  # a redelivered answer: the first one counts
-    if _regenerate(step, cycle, batch, result):
+    elif _regenerate(step, cycle, batch, result):
         return False
-    answers[batch] = result
-    cycle = cycle.model_copy(update={"batch_answers": tuple(answers)})
+    elif job := followup_job(step, cycle, result.cycle_id, cycle.batches[batch][0], result):
+        mains[batch] = result
+        step.jobs.append(job)
+        step.update(in_flight=cycle.model_copy(update={"batch_mains": tuple(mains)}))
+        return False
+    else:
+        answers[batch] = result
+    cycle = cycle.model_copy(update={"batch_answers": tuple(answers), "batch_mains": tuple(mains)})
     if any(a is None for a in answers):
         step.update(in_flight=cycle)
         return False
@@ -180,7 +220,8 @@ def resource_batch_result(step: Step, cycle: Cycle, batch: int, result: ModelRes
     for n, threads in enumerate(cycle.batches):
         answer = answers[n]
         assert answer is not None
-        committed |= _commit_batch(step, cycle, threads, answer, done, duration)
+        followup = cycle.batch_followups[n] if cycle.batch_followups else None
+        committed |= _commit_batch(step, cycle, threads, answer, followup, done, duration)
     if committed:
         step.update(cycles_completed=step.state.cycles_completed + 1, pending_message_tokens=0)
     else:
@@ -193,26 +234,31 @@ def _read(step: Step, threads: tuple[str, ...], result: ModelResult) -> dict[str
         return result.error or "model call failed"
     obscure = step.config.resolved.obscure_thread_ids
     shown = tuple(shown_thread_id(t, obscure) for t in threads)
-    return parse_thread_answer(result.output or "", shown, step.state.observations)
+    specs = thread_specs(step, threads[0]) if len(threads) == 1 else ()
+    return parse_thread_answer(extraction.without_sections(result.output or "", specs), shown,
+                               step.state.observations)
 
 
 def _commit_batch(step: Step, cycle: Cycle, threads: tuple[str, ...], result: ModelResult,
-                  done: datetime, duration: int) -> bool:
+                  followup: ModelResult | None, done: datetime, duration: int) -> bool:
     """Commit one batch's answer, thread by thread; False if it failed (its messages wait)."""
     parsed = _read(step, threads, result)
     if isinstance(parsed, str):
         for thread in threads:
-            _failed(step, cycle, thread, parsed, done, duration)
+            fail_thread(step, cycle, thread, parsed, done, duration)
         return False
     obscure = step.config.resolved.obscure_thread_ids
     for thread in threads:
         shown = shown_thread_id(thread, obscure)
-        _commit_thread(step, cycle, thread, parsed.get(shown) or ThreadAnswer(ObserverOutput("")), done, duration)
+        answer = parsed.get(shown) or ThreadAnswer(ObserverOutput(""))
+        found = (thread_extraction(step, thread, result, followup, answer.output.observations)
+                 if len(threads) == 1 else Extraction())
+        _commit_thread(step, cycle, thread, answer, found, done, duration)
     step.observations_changed = True
     return True
 
 
-def _failed(step: Step, cycle: Cycle, thread: str, error: str, done: datetime, duration: int) -> None:
+def fail_thread(step: Step, cycle: Cycle, thread: str, error: str, done: datetime, duration: int) -> None:
     """One thread's `data-om-observation-failed`: its messages stay for the next cycle."""
     covered = set(cycle.message_ids)
     tokens = thread_tokens(tuple(m for m in step.state.pending
@@ -222,8 +268,8 @@ def _failed(step: Step, cycle: Cycle, thread: str, error: str, done: datetime, d
     step.emit(ObservationFailed, data.model_copy(update={"thread_id": thread}), done, thread_id=thread)
 
 
-def _commit_thread(step: Step, cycle: Cycle, thread: str, answer: ThreadAnswer, done: datetime,
-                   duration: int) -> None:
+def _commit_thread(step: Step, cycle: Cycle, thread: str, answer: ThreadAnswer, found: Extraction,
+                   done: datetime, duration: int) -> None:
     """Merge one thread's observations into the log and retire the messages they cover.  A
     thread the answer left out is observed with no new text (spec §7.5): its messages leave
     the window all the same, as the original's do."""
@@ -249,7 +295,9 @@ def _commit_thread(step: Step, cycle: Cycle, thread: str, answer: ThreadAnswer, 
                 observation_tokens=config.counter.count(observations) if text else state.observation_tokens,
                 cursor=cursor, pending=tuple(m for m in state.pending if m.id not in ids),
                 threads={**state.threads, thread: meta})
-    values = {THREAD_TITLE: answer.title} if answer.title and config.resolved.observation.thread_title else None
+    values = dict(found.values)
+    if answer.title and config.resolved.observation.thread_title:
+        values[THREAD_TITLE] = answer.title
     step.emit(ObservationEnd, ObservationEndData(
         cycle_id=cycle.cycle_id, operation_type="observation", completed_at=done,
         duration_ms=duration, tokens_observed=thread_tokens(mine),
@@ -257,12 +305,12 @@ def _commit_thread(step: Step, cycle: Cycle, thread: str, answer: ThreadAnswer, 
         current_task=parsed.current_task, suggested_response=parsed.suggested_response,
         record_id=step.record_id, thread_id=thread,
         observed_message_ids=tuple(m.id for m in mine), cursor=iso(cursor), generation=state.generation,
-        extracted_values=values,
+        **extraction_fields(Extraction(values, found.failures)),
     ), done, thread_id=thread)
     _retitle(step, cycle, thread, values, done)  # after the end event, as in thread scope
 
 
-def _retitle(step: Step, cycle: Cycle, thread: str, values: dict[str, str] | None, done: datetime) -> None:
+def _retitle(step: Step, cycle: Cycle, thread: str, values: dict[str, Any] | None, done: datetime) -> None:
     """`data-om-thread-update` when the thread's proposed title may replace its title (§9.2)."""
     meta = step.state.threads.get(thread) or ThreadMemory()
     title = title_change(values or {}, meta.title, meta.title_pinned)

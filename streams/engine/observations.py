@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["CHUNK_SEPARATOR", "append_observations", "continue_chunk", "split_chunks"]
+__all__ = ["CHUNK_SEPARATOR", "append_observations", "continue_chunk", "split_chunks", "split_keeping_boundaries"]
 
 CHUNK_SEPARATOR = "\n\n"  # between the texts of chunks activated together
 _BOUNDARY = "\n\n--- message boundary ({}) ---\n\n"
-_SPLIT = re.compile(r"\n{2,}--- message boundary \([^)]*\) ---\n{2,}")
+_SPLIT = re.compile(r"(\n{2,}--- message boundary \([^)]*\) ---\n{2,})")
 
 
 def append_observations(existing: str, new: str, boundary_iso: str) -> str:
@@ -32,4 +32,9 @@ def continue_chunk(existing: str, new: str) -> str:
 
 def split_chunks(text: str) -> list[str]:
     """The chunks between boundaries, each byte-identical to what was appended."""
-    return [part for part in _SPLIT.split(text) if part]
+    return [part for part in _SPLIT.split(text)[::2] if part]
+
+
+def split_keeping_boundaries(text: str) -> list[str]:
+    """Chunk, boundary, chunk, boundary, ..., chunk: joined, `text` again."""
+    return _SPLIT.split(text)

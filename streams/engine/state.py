@@ -132,6 +132,11 @@ class Cycle(_Frozen):
     batches: tuple[tuple[str, ...], ...] = ()
     batch_answers: tuple[ModelResult | None, ...] = ()
     regenerated: tuple[int, ...] = ()  # batches whose looping answer was asked for once more
+    # One thread per call (extractors, `resource_extracting`): an answer waiting for its
+    # structured follow-up, and each committed batch's follow-up answer.
+    batch_mains: tuple[ModelResult | None, ...] = ()
+    batch_followups: tuple[ModelResult | None, ...] = ()
+    followups_again: tuple[int, ...] = ()  # batches whose follow-up was asked for once more
 
 
 class BufferedChunk(_Frozen):
@@ -164,6 +169,7 @@ class ThreadMemory(_Frozen):
     suggested_response: str | None = None
     title: str | None = None
     title_pinned: bool = False
+    metadata: dict[str, Any] = {}  # its extractor values at their key paths (`extracted.<slug>`)
 
 
 class Generation(_Frozen):

@@ -58,6 +58,7 @@ __all__ = [
     "attachment_tokens",
     "count_message",
     "count_messages",
+    "count_text_message",
     "format_tool_result",
     "get_counter",
     "js_json",
@@ -415,6 +416,12 @@ def count_message(message: Message, counter: Counter, model: str | None = None) 
                 payload, overhead = payload + tokens, overhead + delta
             # reasoning and data-* parts count 0
     return max(0, math.floor(payload + overhead + 0.5))
+
+
+def count_text_message(role: str, text: str, counter: Counter) -> int:
+    """Tokens of a message of one text part (spec §5.2): what the original counts for a
+    temporal-gap marker, stored as a `signal` message whose part is the reminder's contents."""
+    return max(0, math.floor(counter.count(role) + counter.count(text) + TOKENS_PER_MESSAGE + 0.5))
 
 
 def count_messages(counts: list[int]) -> int:

@@ -80,6 +80,7 @@ class FoldContext:
     limits: Limits
     result_key: bytes
     threads: frozenset[str] = frozenset()  # empty: every thread
+    resources: frozenset[str] = frozenset()  # memory keys (`resource:<id>`); empty: every memory
 
 
 @dataclass(frozen=True)
@@ -185,6 +186,8 @@ def _fold_checked(ctx: FoldContext, message: Consumed, memories: Memories) -> Ou
         return Outcome()  # another version's: not even its position is part of this memory
     if ctx.threads and getattr(record, "thread_id", None) not in ctx.threads:
         return Outcome()  # a version of some threads only (`om replay --threads`)
+    if ctx.resources and key not in ctx.resources:
+        return Outcome()  # a version of some resources only (`om replay --resources`)
     if isinstance(record, Message):
         violation = check_message(record, ctx.limits, _log_time_ms(message))
         if violation is not None:

@@ -1,11 +1,11 @@
 """`om simulate` of a conversation spread over two threads of one resource (spec §6.10).
 
-The demo's messages, every other pair moved to a second thread of the same user, folded through
-the CLI's own path: one memory `resource:alice`, observations covering one or both threads (two
-batches when both: a small `maxTokensPerBatch`), a reflection, every message observed once, and
-the same bytes on every run.  The digest pins what the engine decides for resource scope; a change meant to alter it
-updates the digest here and says why.
-"""
+The demo's messages, every other pair moved to a second thread of the same user
+(examples/two-threads.jsonl, with examples/resource.toml), folded through the CLI's own path:
+one memory `resource:alice`, observations covering one or both threads (two batches when both:
+a small `maxTokensPerBatch`), a reflection, every message observed once, and the same bytes on
+every run.  The digest pins what the engine decides for resource scope; a change meant to alter
+it updates the digest here and says why."""
 
 from __future__ import annotations
 
@@ -14,20 +14,17 @@ import json
 from pathlib import Path
 
 from omstream.schemas.config import load_om_config
+from omstream.settings import read_config_file
 from omstream.simulation import run
 
-CONVERSATION = Path(__file__).resolve().parents[1] / "fixtures" / "scenarios" / "resource" / "two-threads.jsonl"
-OPTIONS = {
-    "scope": "resource", "tokenCounter": "tiktoken",
-    "observation": {"model": "scripted/observer", "messageTokens": 250, "bufferTokens": False,
-                    "maxTokensPerBatch": 200},
-    "reflection": {"model": "scripted/reflector", "observationTokens": 500},
-}
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+CONVERSATION = EXAMPLES / "two-threads.jsonl"
+CONFIG = EXAMPLES / "resource.toml"
 DIGEST = "116c2b7df34925caa91efda42463ea81e34c7213618d8c2ff7334ecfda0b4e31"
 
 
 def _simulate(out: Path) -> tuple[dict, list[dict]]:
-    summary = run(CONVERSATION, load_om_config({"observationalMemory": OPTIONS}), out=out, parity=False,
+    summary = run(CONVERSATION, load_om_config(read_config_file(CONFIG)), out=out, parity=False,
                   measured_time=False, timeline=False)
     return summary, [json.loads(line) for line in out.read_text().splitlines()]
 
@@ -53,3 +50,24 @@ def test_two_threads_of_one_resource_simulate_into_one_memory(tmp_path):
     print(f"{len(events)} events, sha256 {digest}, {json.dumps(summary['modelCalls'])}")
     assert (tmp_path / "b.jsonl").read_bytes() == (tmp_path / "a.jsonl").read_bytes()
     assert digest == DIGEST
+
+
+def test_om_simulate_takes_a_file_of_several_threads_in_either_scope(tmp_path, capsys):
+    from omstream.cli import main
+
+    out = tmp_path / "events.jsonl"
+    assert main(["simulate", str(CONVERSATION), "--config", str(CONFIG), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    summary = json.loads(err[err.index("{"):])
+    assert list(summary["memories"]) == ["resource:alice"] and summary["rejected"] == []
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == DIGEST
+    # In thread scope the same file is two memories, one a thread.
+    thread_scope = tmp_path / "thread.toml"
+    thread_scope.write_text(CONFIG.read_text().replace('scope = "resource"', 'scope = "thread"')
+                            .replace("maxTokensPerBatch = 200", ""))
+    assert main(["simulate", str(CONVERSATION), "--config", str(thread_scope), "--out", str(tmp_path / "t.jsonl")]) == 0
+    err = capsys.readouterr().err
+    summary = json.loads(err[err.index("{"):])
+    assert sorted(summary["memories"]) == ["thread:gear-questions", "thread:trip-planning"]
+    threads = {json.loads(line)["threadId"] for line in CONVERSATION.read_text().splitlines()}
+    assert threads == {"gear-questions", "trip-planning"}

@@ -232,17 +232,6 @@ def test_reflection_keeps_the_thread_sections():
     assert set(_THREAD_TAG.findall(reflections[0].data.observations)) == shown
 
 
-def test_deleting_one_thread_of_a_resource_is_refused_not_a_wipe():
-    from omstream.engine.fold import fold
-    from omstream.schemas.control import ThreadDeleted
-
-    memory = Memory(resource_engine(100_000))
-    memory.feed(say(0, A))
-    out = fold(memory.state, ThreadDeleted(thread_id=A, at=T0), memory.config)
-    assert out.rejected and "not supported yet" in out.rejected[0].reason
-    assert out.state.pending == memory.state.pending
-
-
 def test_temporal_markers_measure_each_threads_own_gap():
     from datetime import timedelta
 

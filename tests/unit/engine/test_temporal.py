@@ -143,6 +143,13 @@ def test_a_13_minute_gap_reads_as_a_signal_line_after_its_message_and_the_script
         out = fold(state, item, config)
         state, jobs = out.state, jobs + list(out.jobs)
     assert state.in_flight.message_ids[-2:] == ("t1-m2", "__temporal_gap_t1-m2")  # after its message
+    # Counted as the original stores it: a `signal` message of one text part, the contents
+    # (tokenx: 1 + 16 + 3.8 -> 21), not the `<system-reminder>` string alone (28).
+    [marker] = [m for m in state.pending if m.id == "__temporal_gap_t1-m2"]
+    assert marker.text == "13 minutes later — 03/03/2025, 9:20 AM UTC"
+    counter = config.counter
+    assert (counter.count("signal"), counter.count(marker.text), marker.tokens) == (1, 16, 21)
+    assert counter.count(f"<system-reminder>{marker.text}</system-reminder>") == 28
     request = jobs[0].messages[1].content
     history = request.split("## New Message History to Observe")[1]
     assert "\nAssistant (9:07 AM): [1] " in history

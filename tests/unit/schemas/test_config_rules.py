@@ -630,11 +630,6 @@ def test_config_check_help(capsys):
 # --- accepted means implemented ---------------------------------------------------------------------
 UNSUPPORTED = {
     "retrieval": {"scope": "resource", "retrieval": True},
-    "observation.manageWorkingMemory": {"scope": "resource", "observation": {"manageWorkingMemory": True}},
-    "observation.extract": {"scope": "resource", "observation": {"extract": [
-        {"name": "mood", "instructions": "the user's mood"}]}},
-    "reflection.extract": {"scope": "resource", "reflection": {"extract": [
-        {"name": "mood", "instructions": "the user's mood"}]}},
     "observation.model[0].maxRetries": {"observation": {"model": [{"model": "a/b", "maxRetries": 1}]}},
     "reflection.model[1].headers": {"reflection": {"model": [{"model": "a/b"},
                                                               {"model": "c/d", "headers": {"x": "y"}}]}},
@@ -668,6 +663,9 @@ def test_config_check_names_an_unimplemented_option(tmp_path, capsys):
 @pytest.mark.parametrize("options", [
     {"scope": "resource"},
     {"scope": "resource", "obscureThreadIds": True, "observation": {"maxTokensPerBatch": 5000}},
+    {"scope": "resource", "observation": {"manageWorkingMemory": True, "extract": [
+        {"name": "mood", "instructions": "the user's mood"}]},
+     "reflection": {"extract": [{"name": "mood", "instructions": "the user's mood"}]}},
     {"scope": "resource", "obscureThreadIds": False, "observation": {"bufferTokens": False}},
     {"scope": "resource", "temporalMarkers": True, "observation": {"threadTitle": True}},
     {"obscureThreadIds": True, "observation": {"maxTokensPerBatch": 5000}},
