@@ -16,6 +16,7 @@ from datetime import timedelta
 import pytest
 
 from omstream.engine.resource import other_conversations, pending_by_thread
+from omstream.engine.sections import shown_thread_id
 from omstream.projections.asof import context_as_of
 from omstream.projections.context import ContextProjection
 from omstream.projections.history import EventHistory
@@ -184,22 +185,25 @@ def test_a_stored_resource_projection_reads_back_and_resumes_as_built_in_memory(
 
 def test_one_thread_deleted_from_a_resource_takes_its_view_and_events_only():
     from omstream.projections.resource_views import of_thread
-    from omstream.schemas.events import MemoryDeleted, MemoryDeletedData
+    from omstream.schemas.control import ThreadDeleted
 
     memory = Memory(resource_engine(message_tokens=300))
     for n in range(10):
         memory.feed(say(n, THREADS[n % 2]))
         memory.answer_all()
-    last = memory.events[-1]
-    deleted = MemoryDeleted(
-        event_id="deleted", memory_key=last.memory_key, thread_id="thread-a", seq=last.seq + 1,
-        event_time=last.event_time, data=MemoryDeletedData(reason="thread-deleted", generation_count=0))
+    assert f'<thread id="{shown_thread_id("thread-a", True)}">' in memory.state.observations
+    memory.feed(ThreadDeleted(thread_id="thread-a", resource_id="u1", at=T0 + timedelta(hours=1)))
+    memory.answer_all()
     projection, history = ContextProjection(resource=ResourceRendering(True)), EventHistory()
-    for event in [*memory.events, deleted]:
+    for event in memory.events:
         projection.apply_event(event)
         history.append(event)
     assert set(projection.threads) == {"thread-b"}
-    kept = history.since(last.memory_key)
+    # The other thread's view holds what the fold kept: the deleted thread's sections are gone.
+    assert projection.threads["thread-b"].observations == memory.state.observations
+    kept = history.since(memory.state.memory_key)
     assert kept and not any(of_thread(e.event, "thread-a") for e in kept)
     assert any(of_thread(e.event, "thread-b") for e in kept)
-    assert projection.snapshot("thread-b")["messages"]
+    assert shown_thread_id("thread-a", True) not in projection.threads["thread-b"].observations
+    assert {m["id"] for m in projection.snapshot("thread-b")["messages"]} == \
+        {m.id for m in pending_by_thread(memory.state).get("thread-b", ())}
