@@ -43,7 +43,6 @@ from aiohttp import web
 
 from omstream.api_tokens import TokenTable
 from omstream.schemas.errors import OmError
-from omstream.schemas.keys import memory_key
 from omstream.schemas.positions import LogPosition
 from omstream.settings import Settings
 
@@ -121,10 +120,11 @@ def as_of(feed: ProjectionFeed, thread_id: str, raw_seq: str) -> dict[str, Any]:
         seq = parse_seq(raw_seq)
     except ValueError as exc:
         raise api_error(400, "bad-parameter", str(exc)) from None
-    view = feed.projection.threads.get(thread_id)
-    # The view knows its memory (a resource's, in resource scope); a deleted thread has none.
-    key = view.memory_key if view is not None and view.memory_key else memory_key(feed.settings.om, thread_id, None)
-    answer = context_as_of(feed.history, key, thread_id, seq, feed.projection.time_zone, feed.projection.retrieval)
+    # The thread's memory (its resource's, in resource scope: known once the thread is).
+    key = feed.memory_of(thread_id)
+    answer = None if key is None else context_as_of(
+        feed.history, key, thread_id, seq, feed.projection.time_zone, feed.projection.retrieval,
+        resource=feed.projection.resource)
     if answer is None:
         raise api_error(404, "unknown-thread", f"unknown thread {thread_id!r}")
     return answer
@@ -212,7 +212,7 @@ def build_web_app(feed: ProjectionFeed, versions: Versions | None = None,
         left = deadline - loop.time()
         if view.blocked and left > 0:
             await feed.wait_until(lambda: not view.blocked, left)
-        return web.json_response({**view.snapshot(), "stale": stale})
+        return web.json_response({**feed.projection.snapshot(thread_id), "stale": stale})
 
     # Errors outermost, so the access check's refusals are JSON too.
     middlewares = [json_errors] + ([access_middleware(tokens, locate)] if tokens is not None else [])

@@ -126,11 +126,10 @@ async def _context(settings: Settings, version: str, thread: str) -> tuple[list[
         await feed.read_to_end()
     finally:
         await feed.stop()
-    view = feed.projection.threads.get(thread)
-    if view is None:
+    if thread not in feed.projection.threads:
         return [], False
     lines = []
-    for message in view.window().chat():
+    for message in feed.projection.window(thread).chat():
         content = message["content"]
         text = content if isinstance(content, str) else orjson.dumps(content).decode()
         lines += [f"[{message['role']}]", *text.splitlines()]

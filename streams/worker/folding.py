@@ -34,7 +34,7 @@ from omstream.schemas.dead_letters import DeadLetter, DeadLetterCode
 from omstream.schemas.errors import OmError
 from omstream.schemas.events import EventEnvelope
 from omstream.schemas.jobs import ModelResult
-from omstream.schemas.keys import memory_key
+from omstream.schemas.keys import memory_key, unrouted
 from omstream.schemas.messages import Message
 
 from ..limits import Limits, check_held, check_message, check_raw
@@ -238,6 +238,9 @@ def _checked_key(ctx: FoldContext, message: Consumed, record: Input) -> str:
         raise _Refused("invalid", "resource-deleted needs a threadId in thread scope: send one per "
                        "thread of the resource, keyed by its memory key")
     else:
+        if not isinstance(record, Message) and (
+                reason := unrouted(ctx.settings.om, record.type, record.thread_id, record.resource_id)):
+            raise _Refused("invalid", reason)
         key = memory_key(ctx.settings.om, record.thread_id, record.resource_id)
     if (message.key or b"").decode("utf-8", "replace") != key:
         raise _Refused("wrong-key", f"record key must be the memory key {key!r} (it was "
