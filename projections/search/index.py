@@ -11,7 +11,8 @@ observation group the memory's observations carry:
   older groups it condensed stay searchable, as older memory;
 - `om-message-accepted` tells each thread's resource and last activity, `data-om-thread-update`
   its title (what a result shows about its thread);
-- `om-memory-deleted` removes every entry and thread of the memory.  Each memory's last `seq`
+- `om-memory-deleted` removes every entry and thread of the memory (of one thread only when it
+  deletes one thread of a resource memory: it then carries the observations the resource keeps).  Each memory's last `seq`
   is kept after the deletion, so an event re-sent from before it is a duplicate and its groups
   never come back; a rebuild replays the deletion in order as well.
 
@@ -107,6 +108,9 @@ class IndexProjection:
                     if kind == "delete":
                         self.index.delete_memory(value)
                         self.index.forget_threads(value)
+                    elif kind == "delete-thread":
+                        self.index.delete_thread(*value)
+                        self.index.forget_thread(value[1])
                     else:
                         assert vectors is not None
                         self.index.upsert([Entry(p.id, p.memory_key, p.thread_id, vectors[next(rows)], p.metadata)
@@ -130,9 +134,14 @@ class IndexProjection:
             return None  # re-sent after a crash, or from before a deletion
         memory.last_seq = event.seq
         if event.type == "om-memory-deleted":
-            for thread_id in [t for t, meta in self._threads.items() if meta.memory_key == event.memory_key]:
+            # One thread of a resource memory (the event carries what the resource keeps), or all.
+            one = event.thread_id if event.data.observations is not None else None
+            for thread_id in [t for t, meta in self._threads.items()
+                              if meta.memory_key == event.memory_key and one in (None, t)]:
                 del self._threads[thread_id]
                 threads.discard(thread_id)
+            if one is not None:
+                return ("delete-thread", (event.memory_key, one))
             memory.resource_id = None
             return ("delete", event.memory_key)
         if event.type == "om-message-accepted":

@@ -179,6 +179,9 @@ class SqliteVecIndex:
     def forget_threads(self, memory_key: str) -> None:
         self._db.execute("DELETE FROM threads WHERE memory_key = ?", (memory_key,))
 
+    def forget_thread(self, thread_id: str) -> None:
+        self._db.execute("DELETE FROM threads WHERE thread_id = ?", (thread_id,))
+
     # --- vectors (VectorStore) ----------------------------------------------------------------
     def _blob(self, vector: Vectors) -> bytes:
         row = np.asarray(vector, dtype=np.float32).reshape(-1)

@@ -76,5 +76,8 @@ class Memory:
         return ThreadUpdate(**envelope, data=ThreadUpdateData(
             cycle_id="c", thread_id=self.thread_id, new_title=title, timestamp=envelope["event_time"]))
 
-    def deleted(self) -> MemoryDeleted:
-        return MemoryDeleted(**self._envelope(), data=MemoryDeletedData(reason="thread-deleted", generation_count=0))
+    def deleted(self, thread_id: str | None = None, keeps: str | None = None) -> MemoryDeleted:
+        """The memory deleted; with `thread_id` and `keeps`, one thread of a resource memory
+        (`keeps`: the observations the resource keeps)."""
+        return MemoryDeleted(**self._envelope(thread_id), data=MemoryDeletedData(
+            reason="thread-deleted", generation_count=0, observations=keeps))

@@ -174,3 +174,21 @@ async def test_the_store_deletes_one_thread_of_a_memory():
         index.delete_thread("resource:u1", "t2")
     found = await search.search(memory_key="resource:u1", thread_id="t1", resource_id="u1", query="dog", top_k=5)
     assert ids_in(found["results"]) == ["1" * 16]
+
+
+async def test_deleting_one_thread_of_a_resource_memory_removes_its_groups_only():
+    r1 = Memory("resource:u1", "t1")
+    kept = group("1" * 16, "t1-m0", "t1-m1", ["* 🔴 User's dog is named Biscuit"])
+    events = [r1.message(0, "my dog is Biscuit", thread_id="t1"), r1.message(0, "my cat is Tom", thread_id="t2"),
+              r1.observed(kept, thread_id="t1"),
+              r1.observed(group("2" * 16, "t2-m0", "t2-m1", ["* 🔴 User's cat is named Tom"]), thread_id="t2"),
+              r1.deleted(thread_id="t2", keeps=kept)]
+    for projection_events in (events[:-1], events[-1:]), (events, []):  # applied in two batches, or rebuilt at once
+        index, projection, search = fresh()
+        for batch in projection_events:
+            await projection.apply(batch)
+        found = await search.search(memory_key="resource:u1", thread_id="t1", resource_id="u1", query="pet",
+                                    top_k=5)
+        assert ids_in(found["results"]) == ["1" * 16], found
+        assert index.thread("t2") is None and index.thread("t1") is not None
+        assert index.count("resource:u1") == 1
