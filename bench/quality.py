@@ -4,6 +4,7 @@ from the conversation itself?
     python -m bench.quality                                  # conversation 0, 40 questions, local model
     python -m bench.quality --max-sessions 3 --questions 8   # a quick development run
     python -m bench.quality --model gemini/gemini-2.5-flash  # any litellm model, key in the environment
+    python -m bench.quality --reader gemini/gemini-2.5-flash # local Observer/Reflector, hosted reader
     python -m bench.quality --help
 
 Run it from the repository root.  The data set is read from `--data` (default
@@ -16,8 +17,9 @@ development only.  Conversations 5-9 are held out: develop on 0-4.
 
 What runs
 1. **Ingest.** One LoCoMo conversation, session by session, through omstream's real fold,
-   prompts, parsers and model calls, without a broker: `omstream.simulation.simulate` (what
-   `om simulate` runs) over chat messages made from the turns.  A session's date is the time
+   prompts, parsers and model calls, without a broker: the loop of `omstream.simulation.simulate`
+   (what `om simulate` runs; `bench/quality_ingest.py`, with checkpointed model calls) over chat
+   messages made from the turns.  A session's date is the time
    of its first message; the next ones follow a minute apart.  A shared photo becomes
    `[shares a photo: <blip caption>]` after the text.
    *Both speakers are `user`, the speaker's name prefixed* (`"Caroline: I went to ..."`): LoCoMo
@@ -34,7 +36,7 @@ What runs
    conversation's tokens (at least 500), so that the Reflector runs once or twice; both are
    printed and can be set (`--message-tokens`, `--observation-tokens`).
 2. **Answer.** A stratified sample of `--questions` questions (proportional to the categories,
-   at least 3 each, seeded), each asked with the same model as reader in four conditions:
+   at least 3 each, seeded), each asked of the reader (`--reader`, else `--model`) in four conditions:
    `omstream` the agent's context window after ingestion (`projections.context`, rebuilt from
    the fold's events as the read side does: observations plus the messages not yet observed);
    `recent` the most recent turns cut to the same token budget; `full` the whole
@@ -46,11 +48,26 @@ What runs
 3. **Score** with LoCoMo's token F1 and per-category rules (`bench.locomo.score`); no model
    judges.
 
+Resuming.  Every phase is checkpointed under `.omstream/bench/quality/conv<N>/`
+(`--checkpoints`; `bench/quality_store.py` says what each file is keyed by): the ingest's model
+calls as they return and the finished ingest, each condition's answers question by question.
+A run stopped anywhere (Ctrl-C, a kill, `--stop-after-calls`) and started again with the same
+arguments redoes no finished phase and asks no answered question again; a changed input (the
+conversation, the configuration, a model, the engine's code, the prompts) makes new keys.
+Condition `full` depends only on the conversation, the reader and the questions, so it is
+computed once and every later run reuses it (the report says so).  Delete the directory to
+start from nothing.
+
 Report: F1 per condition per category and overall, context tokens per condition, compression
 (conversation tokens / omstream window tokens, and / observation tokens), Observer and
 Reflector calls, the share of Observer outputs parsed clean / recovered / failed, wall time per
 phase; printed as a table and written to `--out` (default
-`.omstream/bench/quality-conv<N>.json`).
+`.omstream/bench/quality-conv<N>.json`).  Also: each model's prompt and generation speed,
+measured at the start on fixed prompts (`quality_answer.measure_speed`); F1 on the questions
+whose evidence lies inside / outside the `recent` window; the per-question inspection file
+`<out>.questions.jsonl` (per condition the context's tokens, the reply, the F1; the gold answer;
+where the evidence landed in omstream's memory, `bench/quality_inspect.py`); and the 10 worst
+regressions of omstream against `recent`, printed at the end.
 
 Tokens are counted with the project's counter (`tiktoken`, o200k_base, with its per-message
 overhead of 3.8), not the reader's tokenizer.
@@ -61,300 +78,74 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
-import random
 import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from . import locomo
-from .locomo import QA, Conversation, Session, Turn
+from .quality_answer import (
+    answer_condition,
+    chat_tokens,
+    format_speed,
+    measure_speed,
+    model_identity,
+    question_options,
+    recent_within,
+    render_transcript,
+    transcript_chat,
+)
+from .quality_ingest import (
+    COUNTER,
+    Ingested,
+    engine_sources,
+    ingest,
+    messages_of,
+    om_config,
+    session_tokens,
+    thread_id,
+    thresholds,
+)
+from .quality_inspect import worst_regressions
+from .quality_report import (
+    format_regressions,
+    format_split,
+    format_table,
+    question_rows,
+    split_summary,
+    summarise,
+    write_questions,
+)
+from .quality_store import BENCH_VERSION, CallCache, CallLimit, StopRequested, Store, digest, source_digest
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
+DEFAULT_CHECKPOINTS = ROOT / ".omstream" / "bench" / "quality"
 DEFAULT_MODEL = "local/qwen2.5-1.5b"
 CONDITIONS = ("omstream", "recent", "full", "none")
-COUNTER = "tiktoken"
-TOKENS_PER_MESSAGE = 3.8
-MESSAGE_GAP = timedelta(minutes=1)
-MAX_ANSWER_TOKENS = 32
-#: LoCoMo's opening of a transcript (CONV_START_PROMPT, its typo fixed).
-CONV_START = ("Below is a conversation between two people: {} and {}. The conversation takes place over "
-              "multiple days and the date of each conversation is written at the beginning of the "
-              "conversation.\n\n")
 SPEAKER_INSTRUCTION = (
     "The messages are a conversation between two people, {a} and {b}, both users; each message "
     "starts with its speaker's name. Record what each of them says about themselves, each other "
     "and their lives, and always name the person (\"{a} stated ...\"), never just \"User\".")
 
 
-# --- ingestion ---------------------------------------------------------------------------------------
-def thread_id(conversation: Conversation, index: int) -> str:
-    return f"locomo-{conversation.sample_id or index}"
-
-
-def messages_of(conversation: Conversation, thread: str) -> list[Any]:
-    """The conversation as chat messages: every turn a `user` message `"<speaker>: <text>"`,
-    a session's first at the session's date, the next ones `MESSAGE_GAP` apart (always after
-    the previous message)."""
-    from omstream.schemas.messages import Message
-
-    messages: list[Message] = []
-    last: datetime | None = None
-    for session in conversation.sessions:
-        for i, turn in enumerate(session.turns):
-            at = session.at + i * MESSAGE_GAP
-            if last is not None and at <= last:
-                at = last + timedelta(seconds=1)
-            last = at
-            messages.append(Message(id=f"{thread}:{session.number}:{i + 1}", thread_id=thread, role="user",
-                                    content=f"{turn.speaker}: {turn.content()}", created_at=at))
-    return messages
-
-
-def session_tokens(conversation: Conversation, messages: Sequence[Any], counter: Any) -> list[int]:
-    """Tokens per session as the fold counts them (the project's counter and overheads)."""
-    from omstream.engine.tokens import count_message
-
-    counts = [count_message(m, counter) for m in messages]
-    out, start = [], 0
-    for session in conversation.sessions:
-        out.append(sum(counts[start:start + len(session.turns)]))
-        start += len(session.turns)
-    return out
-
-
-def thresholds(per_session: Sequence[int]) -> tuple[int, int]:
-    """(messageTokens, observationTokens) scaled to a conversation: two mean sessions, and
-    8 % of the whole, each rounded up to 100 and at least 500.  The local model wrote about
-    7.5 observation tokens per 100 message tokens on conversation 0's first sessions, so the
-    log reaches 8 % of the conversation late in it: one reflection, two if the Observer is
-    wordier."""
-    total = sum(per_session)
-    mean = total / max(1, len(per_session))
-    message_tokens = max(500, math.ceil(2 * mean / 100) * 100)
-    observation_tokens = max(500, math.ceil(0.08 * total / 100) * 100)
-    return message_tokens, observation_tokens
-
-
-def om_config(model: str, message_tokens: int, observation_tokens: int, instruction: str | None) -> Any:
-    from omstream.schemas.config import load_om_config
-
-    observation: dict[str, Any] = {"model": model, "messageTokens": message_tokens, "bufferTokens": False}
-    reflection: dict[str, Any] = {"model": model, "observationTokens": observation_tokens}
-    if instruction:
-        observation["instruction"] = reflection["instruction"] = instruction
-    return load_om_config({"tokenCounter": COUNTER, "timeZone": "UTC",
-                           "observation": observation, "reflection": reflection})
-
-
-def observer_outcome(result: Any) -> str:
-    """`clean`, `recovered` or `failed` for one Observer result (`parsing.parse_outcome`)."""
-    from omstream.engine.parsing import parse_outcome
-
-    return parse_outcome(result.output) if result.ok and result.output else "failed"
-
-
-@dataclass
-class Ingested:
-    chat: list[dict[str, Any]]     # the agent's context window, chat messages
-    observations: str              # the observation log (as stored)
-    observation_tokens: int        # counted with the project's counter
-    raw_messages: int              # messages of the window not yet observed
-    observer_calls: int
-    reflector_calls: int
-    outcomes: dict[str, int]
-    generation: int
-    events: dict[str, int]
-    rejected: list[str]
-    calls: list[dict[str, Any]]    # per model call: kind, seconds (measured), tokens
-
-
-async def ingest(conversation: Conversation, thread: str, om: Any, messages: list[Any], *,
-                 timeout: float = 1800.0) -> Ingested:
-    """Fold the messages with real model calls (`simulation.simulate`), then build the agent's
-    context window from the fold's events, as the read side does."""
-    from omstream.engine.tokens import get_counter
-    from omstream.projections.context import ContextProjection, context_messages
-    from omstream.simulation import simulate
-
-    with tqdm(total=len(messages), unit="msg", desc="ingest", file=sys.stderr, mininterval=0) as bar:
-        sim = await simulate(messages, om, progress=bar.update, timeout=timeout)
-    projection = ContextProjection(time_zone=om.time_zone)
-    for event in sim.events:
-        projection.apply_event(event)
-    view = projection.view(thread)
-    chat = context_messages(view)
-    kinds = Counter(job.kind for job in sim.jobs)
-    outcomes = Counter({"clean": 0, "recovered": 0, "failed": 0})
-    calls = []
-    for result in sim.results:
-        if result.kind in ("observe", "buffer"):
-            outcomes[observer_outcome(result)] += 1
-        usage = result.usage
-        calls.append({"kind": result.kind, "ok": result.ok, "attempts": result.attempts,
-                      "seconds": round((result.completed_at - result.started_at).total_seconds(), 1),
-                      "inputTokens": usage.input_tokens if usage else None,
-                      "outputTokens": usage.output_tokens if usage else None})
-    counter = get_counter(om.token_counter)
-    state = next(iter(sim.states.values()), None)
-    return Ingested(
-        chat=chat, observations=view.observations,
-        observation_tokens=counter.count(view.observations) if view.observations else 0,
-        raw_messages=len(view.unobserved()),
-        observer_calls=kinds["observe"] + kinds["buffer"],
-        reflector_calls=kinds["reflect"] + kinds["buffer-reflection"],
-        outcomes=dict(outcomes), generation=state.generation if state is not None else 0,
-        events=dict(sorted(Counter(e.type for e in sim.events).items())), rejected=list(sim.rejected),
-        calls=calls)
-
-
-# --- contexts ----------------------------------------------------------------------------------------
-def render_transcript(conversation: Conversation, turns: Sequence[tuple[Session, Turn]]) -> str:
-    """LoCoMo's transcript format: the opening, then per session `DATE:` / `CONVERSATION:` and
-    one `<speaker> said, "<text>"` line per turn."""
-    out = [CONV_START.format(conversation.speaker_a, conversation.speaker_b)]
-    current = None
-    for session, turn in turns:
-        if session.number != current:
-            out.append(f"\nDATE: {session.date_time}\nCONVERSATION:\n")
-            current = session.number
-        out.append(f'{turn.speaker} said, "{turn.content()}"\n')
-    return "".join(out)
-
-
-def chat_tokens(chat: Sequence[dict[str, Any]], counter: Any) -> int:
-    """Tokens of chat messages: their text with the project's counter, 3.8 per message."""
-    total = 0.0
-    for message in chat:
-        content = message.get("content")
-        if isinstance(content, list):
-            content = "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
-        total += counter.count(content or "") + TOKENS_PER_MESSAGE
-    return round(total)
-
-
-def transcript_chat(text: str) -> list[dict[str, Any]]:
-    return [{"role": "system", "content": text}]
-
-
-def recent_within(conversation: Conversation, budget: int, counter: Any) -> tuple[list[dict[str, Any]], int]:
-    """The most recent turns whose transcript fits `budget` tokens (as `chat_tokens` counts
-    it), and how many turns that is: the longest suffix that fits (binary search; the
-    transcript only grows with more turns)."""
-    turns = conversation.turns()
-
-    def size(n: int) -> int:
-        return chat_tokens(transcript_chat(render_transcript(conversation, turns[len(turns) - n:] if n else [])),
-                           counter)
-
-    low, high = 0, len(turns)
-    while low < high:
-        mid = (low + high + 1) // 2
-        if size(mid) <= budget:
-            low = mid
-        else:
-            high = mid - 1
-    return transcript_chat(render_transcript(conversation, turns[len(turns) - low:] if low else [])), low
-
-
-# --- answering ---------------------------------------------------------------------------------------
-async def ask(model: str, messages: list[dict[str, Any]], *, seed: int, max_tokens: int = MAX_ANSWER_TOKENS,
-              timeout: float = 900.0) -> tuple[str, dict[str, Any]]:
-    """One reader call through litellm (a `local/` model through its in-process server, as
-    `models.calls` routes it); returns the reply and its usage."""
-    from omstream.models import local
-    from omstream.models.calls import complete, litellm_model_name
-
-    arguments: dict[str, Any] = {"max_tokens": max_tokens, "temperature": 0.0}
-    if local.is_local(model):
-        # Greedy and without penalties: a short answer should copy the context's words.
-        arguments.update(frequency_penalty=0.0, repeat_penalty=1.0, seed=seed)
-    response = await complete(litellm_model_name(model), messages, timeout=timeout, arguments=arguments,
-                              num_retries=0 if local.is_local(model) else 3)
-    usage = getattr(response, "usage", None)
-    details = getattr(usage, "prompt_tokens_details", None)
-    return (response.choices[0].message.content or "", {
-        "promptTokens": getattr(usage, "prompt_tokens", None),
-        "cachedTokens": getattr(details, "cached_tokens", None),  # the server's prompt cache, when it says
-        "completionTokens": getattr(usage, "completion_tokens", None)})
-
-
-def question_options(questions: Sequence[QA], seed: int) -> dict[int, dict[str, str] | None]:
-    """Category 5 option orders, one seeded draw per question (the same in every condition)."""
-    out: dict[int, dict[str, str] | None] = {}
-    for qa in questions:
-        if qa.category == 5:
-            _, out[qa.index] = locomo.choice_prompt(qa, random.Random(f"{seed}:{qa.index}"))
-        else:
-            out[qa.index] = None
-    return out
-
-
-async def answer_condition(name: str, context: list[dict[str, Any]], questions: Sequence[QA],
-                           options: dict[int, dict[str, str] | None], model: str, seed: int,
-                           timeout: float = 1800.0) -> list[dict[str, Any]]:
-    rows = []
-    for qa in tqdm(questions, desc=f"answer {name}", unit="q", file=sys.stderr):
-        opts = options[qa.index]
-        messages = [*context, {"role": "user", "content": locomo.question_prompt(qa, opts)}]
-        started = time.monotonic()
-        try:
-            reply, usage = await ask(model, messages, seed=seed, timeout=timeout)
-            error = None
-        except Exception as exc:  # noqa: BLE001 - a failed call scores 0 and is reported
-            reply, usage, error = "", {}, f"{type(exc).__name__}: {exc}"[:500]
-        prediction = locomo.postprocess(reply, opts)
-        rows.append({"reply": reply, "prediction": prediction, "score": locomo.score(prediction, qa),
-                     "seconds": round(time.monotonic() - started, 2), **usage,
-                     **({"error": error} if error else {})})
-    return rows
-
-
-# --- report -------------------------------------------------------------------------------------------
-def summarise(questions: Sequence[QA], answers: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
-    """Mean score per condition: per category (`"1"`..`"5"`) and `"overall"`, with counts."""
-    out: dict[str, dict[str, Any]] = {}
-    for name, rows in answers.items():
-        by_cat: dict[int, list[float]] = {}
-        for qa, row in zip(questions, rows):
-            by_cat.setdefault(qa.category, []).append(row["score"])
-        scores = [row["score"] for row in rows]
-        out[name] = {str(c): round(sum(v) / len(v), 4) for c, v in sorted(by_cat.items())}
-        out[name]["overall"] = round(sum(scores) / len(scores), 4) if scores else None
-    return out
-
-
-def format_table(summary: dict[str, dict[str, Any]], counts: dict[int, int],
-                 context_tokens: dict[str, int]) -> str:
-    cats = sorted(counts)
-    head = ["condition", *(f"{c} {locomo.CATEGORY_NAMES[c]} (n={counts[c]})" for c in cats),
-            f"overall (n={sum(counts.values())})", "context tokens"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
-    for name, row in summary.items():
-        cells = [name, *(f"{row.get(str(c), 0):.3f}" for c in cats),
-                 f"{row['overall']:.3f}" if row["overall"] is not None else "-", str(context_tokens[name])]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-# --- the run ------------------------------------------------------------------------------------------
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m bench.quality", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="python -m bench.quality", description=(__doc__ or "").split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo's locomo10.json (default: %(default)s)")
     p.add_argument("--conversation", type=int, default=0, help="sample index in the file (default 0; 5-9 are held out)")
     p.add_argument("--questions", type=int, default=40, help="questions to sample (default 40)")
     p.add_argument("--model", default=DEFAULT_MODEL,
-                   help="observer, reflector and reader: `local/qwen2.5-1.5b` (default) or any litellm model")
+                   help="every role's model: `local/qwen2.5-1.5b` (default) or any litellm model "
+                        "(its key from the environment, e.g. GEMINI_API_KEY)")
+    p.add_argument("--observer", default=None, help="the Observer's model (default: --model)")
+    p.add_argument("--reflector", default=None, help="the Reflector's model (default: --observer, else --model)")
+    p.add_argument("--reader", default=None, help="the model that answers the questions (default: --model)")
     p.add_argument("--out", type=Path, default=None, help="JSON report (default .omstream/bench/quality-conv<N>.json)")
+    p.add_argument("--checkpoints", type=Path, default=DEFAULT_CHECKPOINTS,
+                   help="where phases are checkpointed (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="question sample and option order (default 0)")
     p.add_argument("--max-sessions", type=int, default=None,
                    help="ingest only the first S sessions and ask only about them (development; "
@@ -369,14 +160,100 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         "run_job's own 600 s is too short for the local model on a busy 2-core machine)")
     p.add_argument("--no-speaker-instruction", action="store_true",
                    help="no observation/reflection instruction naming the two speakers")
+    p.add_argument("--no-speed", action="store_true", help="skip the speed measurement at the start")
+    p.add_argument("--stop-after-calls", type=int, default=None,
+                   help="stop the run after N model calls (to try resuming; the next run continues)")
     return p.parse_args(argv)
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
+def roles(args: argparse.Namespace) -> dict[str, str]:
+    """Each role's model: its own flag, else `--model` (the Reflector follows the Observer)."""
+    observer = args.observer or args.model
+    return {"observer": observer, "reflector": args.reflector or observer, "reader": args.reader or args.model}
+
+
+def check_keys(models: dict[str, str]) -> None:
+    """Stop before any work when a hosted model's key is not in the environment."""
+    from omstream.models import local
+    from omstream.models.calls import litellm_model_name, warm_up
+
+    warm_up()  # litellm, imported with the project's offline settings
+    import litellm
+
+    for role, model in models.items():
+        if model.startswith("scripted/") or local.is_local(model):
+            continue
+        try:
+            missing = litellm.validate_environment(model=litellm_model_name(model)).get("missing_keys") or []
+        except Exception:  # noqa: BLE001 - an unknown provider is reported by its first call
+            missing = []
+        if missing:
+            raise SystemExit(f"--{role} {model}: its key is not in the environment (litellm misses "
+                             f"{', '.join(missing)})")
+
+
+async def speeds(models: dict[str, str]) -> list[dict[str, Any]]:
+    out = []
+    for model in dict.fromkeys(models.values()):
+        try:
+            speed = await measure_speed(model)
+        except Exception as exc:  # noqa: BLE001 - the first call of a run: say why before anything is spent
+            raise SystemExit(f"{model}: the speed check's call failed ({type(exc).__name__}: {exc}); "
+                             "a hosted model needs its key in the environment (e.g. GEMINI_API_KEY)") from exc
+        print("speed " + format_speed(speed), flush=True)
+        out.append(speed)
+    return out
+
+
+async def ingest_phase(store: Store, thread: str, om: Any, messages: list[Any], limit: CallLimit,
+                       timeout: float) -> tuple[Ingested, dict[str, Any]]:
+    """The ingest, from its checkpoint when one has the same key."""
+    key = digest([m.model_dump(mode="json") for m in messages], om.model_dump(mode="json"),
+                 source_digest(engine_sources()), BENCH_VERSION)
+    saved = store.load("ingest", key)
+    if saved is not None:
+        print(f"ingest: from checkpoint {store.path('ingest', key)} (no model call)")
+        return Ingested.from_json(saved["ingested"]), {"key": key, "checkpoint": True, "callsFromCheckpoint": None}
+    runtime = digest(model_identity(om.observation.model), model_identity(om.reflection.model))
+    cache = CallCache(store.root / f"calls-{runtime}.jsonl")
+    ingested = await ingest(thread, om, messages, cache, limit, timeout=timeout)
+    store.save("ingest", key, {"ingested": ingested.to_json()})
+    return ingested, {"key": key, "checkpoint": False, "callsFromCheckpoint": cache.hits}
+
+
+def contexts_of(conditions: Sequence[str], conversation: locomo.Conversation, ingested: Ingested,
+                counter: Any) -> tuple[dict[str, list[dict[str, Any]]], int | None]:
+    """Each condition's chat, and how many turns `recent` holds (None when not run)."""
+    contexts: dict[str, list[dict[str, Any]]] = {}
+    budget = chat_tokens(ingested.chat, counter)
+    recent_turns = None
+    for name in conditions:
+        if name == "omstream":
+            contexts[name] = ingested.chat
+        elif name == "recent":
+            contexts[name], recent_turns = recent_within(conversation, budget, counter)
+        elif name == "full":
+            contexts[name] = transcript_chat(render_transcript(conversation, conversation.turns()))
+        else:
+            contexts[name] = []
+    return contexts, recent_turns
+
+
+def parse_conditions(text: str) -> list[str]:
+    conditions = [c.strip() for c in text.split(",") if c.strip()]
+    unknown = set(conditions) - set(CONDITIONS)
+    if unknown:
+        raise SystemExit(f"unknown condition(s) {sorted(unknown)}; choose from {', '.join(CONDITIONS)}")
+    return conditions
+
+
+async def run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     from omstream.engine.tokens import get_counter
 
     timings: dict[str, float] = {}
     t0 = time.monotonic()
+    if not args.data.exists():
+        raise SystemExit(f"--data {args.data}: no such file (LoCoMo's locomo10.json, from snap-research/locomo)")
     conversations = locomo.load(args.data)
     if not 0 <= args.conversation < len(conversations):
         raise SystemExit(f"--conversation {args.conversation}: the file has {len(conversations)}")
@@ -384,10 +261,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         print("note: conversations 5-9 are held out; report them, do not tune on them", file=sys.stderr)
     full_conversation = conversations[args.conversation]
     conversation = locomo.truncated(full_conversation, args.max_sessions)
-    conditions = [c.strip() for c in args.conditions.split(",") if c.strip()]
-    unknown = set(conditions) - set(CONDITIONS)
-    if unknown:
-        raise SystemExit(f"unknown condition(s) {sorted(unknown)}; choose from {', '.join(CONDITIONS)}")
+    conditions = parse_conditions(args.conditions)
+    models = roles(args)
     counter = get_counter(COUNTER)
     thread = thread_id(conversation, args.conversation)
     messages = messages_of(conversation, thread)
@@ -397,55 +272,61 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     observation_tokens = args.observation_tokens or scaled[1]
     instruction = None if args.no_speaker_instruction else SPEAKER_INSTRUCTION.format(
         a=conversation.speaker_a, b=conversation.speaker_b)
-    om = om_config(args.model, message_tokens, observation_tokens, instruction)
+    om = om_config(models["observer"], models["reflector"], message_tokens, observation_tokens, instruction)
     questions = locomo.stratified_sample(conversation.qa, args.questions, args.seed)
     counts = dict(sorted(Counter(q.category for q in questions).items()))
     available = dict(sorted(Counter(q.category for q in conversation.qa).items()))
+    store = Store(args.checkpoints / f"conv{args.conversation}")
+    limit = CallLimit(args.stop_after_calls)
     timings["load"] = time.monotonic() - t0
 
     scope = (f"{len(conversation.sessions)} of {len(full_conversation.sessions)} sessions"
              if args.max_sessions else f"all {len(conversation.sessions)} sessions")
     print(f"conversation {args.conversation} ({conversation.sample_id}): {scope}, {len(messages)} messages, "
-          f"{sum(per_session)} tokens ({COUNTER}); model {args.model}")
+          f"{sum(per_session)} tokens ({COUNTER}); models " + ", ".join(f"{k} {v}" for k, v in models.items()))
     print(f"thresholds: observation.messageTokens={message_tokens} reflection.observationTokens="
           f"{observation_tokens} (bufferTokens=false; scaled: {scaled[0]}/{scaled[1]})")
     print("questions sampled per category: " + ", ".join(
         f"{c} {locomo.CATEGORY_NAMES[c]} {counts[c]}/{available[c]}" for c in counts)
-        + f" (seed {args.seed})")
+        + f" (seed {args.seed}); checkpoints in {store.root}")
     if not questions:
         raise SystemExit("no questions to ask (with --max-sessions, none has all its evidence in those sessions)")
+    check_keys(models)
+    speed = [] if args.no_speed else await speeds(models)
 
     t = time.monotonic()
-    ingested = await ingest(conversation, thread, om, messages, timeout=args.call_timeout)
+    ingested, ingest_info = await ingest_phase(store, thread, om, messages, limit, args.call_timeout)
     timings["ingest"] = time.monotonic() - t
-    print(f"ingest: {ingested.observer_calls} observer and {ingested.reflector_calls} reflector calls, "
+    served = "" if ingest_info["checkpoint"] else f" ({ingest_info['callsFromCheckpoint']} served from the call checkpoint)"
+    print(f"ingest: {ingested.observer_calls} observer and {ingested.reflector_calls} reflector calls{served}, "
           f"observer outputs {ingested.outcomes}, {ingested.observation_tokens} observation tokens, "
           f"{ingested.raw_messages} messages still raw, {timings['ingest']:.0f} s")
 
-    contexts: dict[str, list[dict[str, Any]]] = {}
-    omstream_tokens = chat_tokens(ingested.chat, counter)
-    recent_turns = None
-    for name in conditions:
-        if name == "omstream":
-            contexts[name] = ingested.chat
-        elif name == "recent":
-            contexts[name], recent_turns = recent_within(conversation, omstream_tokens, counter)
-        elif name == "full":
-            contexts[name] = transcript_chat(render_transcript(conversation, conversation.turns()))
-        else:
-            contexts[name] = []
+    contexts, recent_turns = contexts_of(conditions, conversation, ingested, counter)
     context_tokens = {name: chat_tokens(chat, counter) for name, chat in contexts.items()}
+    omstream_tokens = chat_tokens(ingested.chat, counter)
     conversation_tokens = sum(per_session)
 
     options = question_options(questions, args.seed)
     answers: dict[str, list[dict[str, Any]]] = {}
+    reused: dict[str, int] = {}
     for name in conditions:
         t = time.monotonic()
-        answers[name] = await answer_condition(name, contexts[name], questions, options, args.model, args.seed,
-                                              args.call_timeout)
+        answers[name], reused[name] = await answer_condition(
+            name, contexts[name], questions, options, models["reader"], args.seed, store, limit, args.call_timeout)
         timings[f"answer {name}"] = time.monotonic() - t
+        if reused[name]:
+            print(f"answer {name}: {reused[name]} of {len(questions)} answers from the checkpoint"
+                  + (" (the whole conversation's answers depend only on it, the reader and the questions: "
+                     "computed once, reused)" if name == "full" else ""))
     timings["total"] = time.monotonic() - t0
     summary = summarise(questions, answers)
+    rows = question_rows(conversation, thread, questions, options, answers, contexts, context_tokens,
+                         ingested.observations, ingested.raw_ids, recent_turns)
+    split = split_summary(rows)
+    worst = worst_regressions(rows)
+    questions_path = out.with_suffix(".questions.jsonl")
+    write_questions(questions_path, rows)
 
     outcome_total = sum(ingested.outcomes.values())
     report = {
@@ -457,14 +338,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "sessionsInConversation": len(full_conversation.sessions),
         "fullConversation": not args.max_sessions or args.max_sessions >= len(full_conversation.sessions),
         "messages": len(messages),
-        "model": args.model,
+        "models": models,
+        "speed": speed,
         "seed": args.seed,
         "config": {"messageTokens": message_tokens, "observationTokens": observation_tokens,
                    "bufferTokens": False, "tokenCounter": COUNTER, "speakerInstruction": instruction,
-                   "roles": "both speakers user, name prefixed", "maxAnswerTokens": MAX_ANSWER_TOKENS},
+                   "roles": "both speakers user, name prefixed"},
         "questionsPerCategory": {str(c): n for c, n in counts.items()},
         "questionsAvailablePerCategory": {str(c): n for c, n in available.items()},
         "f1": summary,
+        "f1ByRecentWindow": split,
         "contextTokens": context_tokens,
         "conversationTokens": conversation_tokens,
         "observationTokens": ingested.observation_tokens,
@@ -482,33 +365,50 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "rawMessagesInWindow": ingested.raw_messages,
         "events": ingested.events,
         "rejected": ingested.rejected,
+        "checkpoints": {"directory": str(store.root), "ingest": ingest_info, "answersFromCheckpoint": reused},
+        "modelCallsMade": limit.made,
         "modelCalls": ingested.calls,
         "seconds": {k: round(v, 1) for k, v in timings.items()},
         "observations": ingested.observations,
-        "questions": [
-            {"index": qa.index, "category": qa.category, "question": qa.question, "answer": qa.answer,
-             "evidence": list(qa.evidence), "options": options[qa.index],
-             **{name: answers[name][i] for name in conditions}}
-            for i, qa in enumerate(questions)],
+        "questionsFile": str(questions_path),
+        "worstRegressions": [r["index"] for r in worst],
     }
+    print_report(report, summary, counts, split, worst, omstream_tokens)
+    return report
+
+
+def print_report(report: dict[str, Any], summary: dict[str, dict[str, Any]], counts: dict[int, int],
+                 split: dict[str, dict[str, Any]], worst: list[dict[str, Any]], omstream_tokens: int) -> None:
     print()
-    print(format_table(summary, counts, context_tokens))
+    print(format_table(summary, counts, report["contextTokens"]))
+    print()
+    print(format_split(split))
     print()
     compression = report["compression"]
-    print(f"conversation {conversation_tokens} tokens; omstream window {omstream_tokens} "
-          f"(x{compression['conversationPerOmstreamWindow']}), observations {ingested.observation_tokens} "
-          f"(x{compression['conversationPerObservations']}); recent = last {recent_turns} turns")
-    print(f"observer calls {ingested.observer_calls} (outputs: " + ", ".join(
-        f"{k} {v} ({report['observerOutputShares'].get(k, 0):.0%})" for k, v in ingested.outcomes.items())
-        + f"), reflector calls {ingested.reflector_calls}")
-    print("wall time: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()))
-    return report
+    print(f"conversation {report['conversationTokens']} tokens; omstream window {omstream_tokens} "
+          f"(x{compression['conversationPerOmstreamWindow']}), observations {report['observationTokens']} "
+          f"(x{compression['conversationPerObservations']}); recent = last {report['recentTurns']} turns")
+    print(f"observer calls {report['observerCalls']} (outputs: " + ", ".join(
+        f"{k} {v} ({report['observerOutputShares'].get(k, 0):.0%})" for k, v in report["observerOutputs"].items())
+        + f"), reflector calls {report['reflectorCalls']}")
+    print("model calls made by this run: " + (", ".join(f"{k} {v}" for k, v in report["modelCallsMade"].items())
+                                               or "none (all from checkpoints)"))
+    print("wall time: " + ", ".join(f"{k} {v:.0f} s" for k, v in report["seconds"].items()))
+    print()
+    print(f"worst regressions of omstream against recent ({len(worst)}):")
+    print(format_regressions(worst))
+    print(f"per-question inspection: {report['questionsFile']}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     out = args.out or ROOT / ".omstream" / "bench" / f"quality-conv{args.conversation}.json"
-    report = asyncio.run(run(args))
+    try:
+        report = asyncio.run(run(args, out))
+    except StopRequested as stop:
+        print(f"stopped: {stop}", file=sys.stderr)
+        return 3
+    report["command"] = " ".join(["python -m bench.quality", *(sys.argv[1:] if argv is None else argv)])
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"report: {out}")

@@ -22,6 +22,7 @@ from omstream.schemas.base import iso
 
 from .context import ContextProjection, ThreadView
 from .history import EventHistory, HistoryEntry
+from .resource_views import ResourceRendering
 
 __all__ = ["context_as_of", "fold_until", "parse_seq"]
 
@@ -37,12 +38,15 @@ def parse_seq(raw: str) -> int:
     return seq
 
 
+Folded = tuple[ContextProjection, HistoryEntry | None, dict[str, Any] | None]
+
+
 def fold_until(entries: Iterable[HistoryEntry], seq: int, time_zone: str | tzinfo = "UTC",
-               retrieval: ResolvedRetrieval | None = None,
-               ) -> tuple[ContextProjection, HistoryEntry | None, dict[str, Any] | None]:
+               retrieval: ResolvedRetrieval | None = None, *,
+               resource: ResourceRendering = ResourceRendering()) -> Folded:
     """The projection of the entries up to `seq` (included), the last entry applied, and the
     token windows of the last `data-om-status` among them (None before the first)."""
-    projection = ContextProjection(time_zone=time_zone, retrieval=retrieval)
+    projection = ContextProjection(time_zone=time_zone, retrieval=retrieval, resource=resource)
     last: HistoryEntry | None = None
     windows: dict[str, Any] | None = None
     for entry in entries:
@@ -56,7 +60,8 @@ def fold_until(entries: Iterable[HistoryEntry], seq: int, time_zone: str | tzinf
 
 
 def context_as_of(history: EventHistory, memory_key: str, thread_id: str, seq: int,
-                  time_zone: str | tzinfo = "UTC", retrieval: ResolvedRetrieval | None = None) -> dict[str, Any] | None:
+                  time_zone: str | tzinfo = "UTC", retrieval: ResolvedRetrieval | None = None, *,
+                  resource: ResourceRendering = ResourceRendering()) -> dict[str, Any] | None:
     """The thread's context answer as of the memory's event `seq`, with `asOf` (the seq of the
     last event applied, at most `seq`), `lastSeq` (the memory's newest), `event` (what that
     event was) and `windows` (the token windows as of then).  None when the memory has no
@@ -64,13 +69,15 @@ def context_as_of(history: EventHistory, memory_key: str, thread_id: str, seq: i
     entries = history.since(memory_key, 0)
     if not entries:
         return None
-    projection, last, windows = fold_until(entries, seq, time_zone, retrieval)
+    projection, last, windows = fold_until(entries, seq, time_zone, retrieval, resource=resource)
     # Before its first event (or before its first message, in resource scope) the thread had
     # an empty memory: an empty view says so rather than a 404 for a thread that exists now.
-    view = projection.threads.get(thread_id) or ThreadView(thread_id, memory_key=memory_key, time_zone=time_zone,
-                                                            retrieval=retrieval)
+    if thread_id in projection.threads:
+        snapshot = projection.snapshot(thread_id)
+    else:
+        snapshot = ThreadView(thread_id, memory_key=memory_key, time_zone=time_zone, retrieval=retrieval).snapshot()
     return {
-        **view.snapshot(),
+        **snapshot,
         "stale": False,
         "asOf": last.seq if last is not None else 0,
         "lastSeq": history.last_seq(memory_key),

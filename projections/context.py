@@ -48,6 +48,14 @@ from omstream.engine.resolution import ResolvedRetrieval
 from omstream.projections.chat import ChatMessage, chat_messages
 from omstream.projections.dates import add_relative_time_to_observations
 from omstream.projections.recall.instructions import recall_instructions
+from omstream.projections.resource_views import (
+    ResourceRendering,
+    is_resource_key,
+    merge_thread_observations,
+    one_thread_of_resource,
+    other_conversations,
+    share,
+)
 from omstream.schemas.base import iso
 from omstream.schemas.messages import Message
 
@@ -97,6 +105,9 @@ CONTINUATION_HINT = (
 CONTINUATION = f"<system-reminder>{CONTINUATION_HINT}</system-reminder>"
 CONTINUATION_ID = "om-continuation"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: The events that change what every thread of a resource memory shares (`resource_views`).
+_MEMORY_WIDE = frozenset({"data-om-observation-start", "data-om-observation-end", "data-om-observation-failed",
+                          "data-om-activation"})
 _OTHER_CONVERSATIONS = (
     "The following content is from OTHER conversations different from the current conversation, "
     "they're here for reference,  but they're not necessarily your focus:\n"
@@ -262,12 +273,15 @@ class ThreadView:
     def window(self, now: datetime | None = None) -> ContextWindow:
         return build_context_window(self, now=now)
 
-    def snapshot(self, now: datetime | None = None) -> dict[str, Any]:
+    def snapshot(self, now: datetime | None = None, other_conversations: str | None = None) -> dict[str, Any]:
+        """The context answer; `other_conversations` is the resource's other threads' block
+        (`ContextProjection.snapshot` gives it)."""
         raw = self.unobserved()
-        window = build_context_window(self, raw, now=now)
+        window = build_context_window(self, raw, now=now, other_conversations=other_conversations or None)
         return {
             "threadId": self.thread_id,
             "memoryKey": self.memory_key,
+            "otherConversations": other_conversations or None,
             "generation": self.generation,
             "cursor": self.cursor,
             "blocked": self.blocked,
@@ -322,10 +336,16 @@ def context_messages(view: ThreadView, raw: list[Message] | None = None, *,
 class ContextProjection:
     """Per-thread views, fed event by event from `<ns>.events`."""
 
-    def __init__(self, time_zone: str | tzinfo = "UTC", retrieval: ResolvedRetrieval | None = None) -> None:
+    def __init__(self, time_zone: str | tzinfo = "UTC", retrieval: ResolvedRetrieval | None = None, *,
+                 resource: ResourceRendering = ResourceRendering()) -> None:
         self.threads: dict[str, ThreadView] = {}
         self.time_zone = time_zone
         self.retrieval = retrieval
+        # Resource scope: how the fold writes thread ids and transcripts (the log's sections,
+        # the other-conversation blocks), and each resource memory's threads, in the order they
+        # joined it (a dict as an ordered set).
+        self.resource = resource
+        self._members: dict[str, dict[str, None]] = {}
         # The newest seq applied per memory key.  Kept here, not on a view, so an event re-sent
         # after a crash cannot bring back a view that a later deletion dropped.
         self.last_seq: dict[str, int] = {}
@@ -349,10 +369,52 @@ class ContextProjection:
         return self.threads[thread_id]
 
     def adopt(self, views: dict[str, ThreadView]) -> None:
-        """Views made elsewhere (loaded from the store) join the projection, with its settings."""
-        for view in views.values():
+        """Views made elsewhere (loaded from the store) join the projection, with its settings
+        (and, in resource scope, their memories' thread lists)."""
+        for thread_id, view in views.items():
             view.retrieval = self.retrieval
+            if is_resource_key(view.memory_key):
+                self._members.setdefault(str(view.memory_key), {})[thread_id] = None
         self.threads.update(views)
+
+    def siblings(self, view: ThreadView) -> list[ThreadView]:
+        """The views of every thread of `view`'s resource memory, `view` included ([view] in
+        thread scope)."""
+        if not is_resource_key(view.memory_key):
+            return [view]
+        return [self.threads[t] for t in self._members.get(str(view.memory_key), {}) if t in self.threads]
+
+    def other_conversations(self, view: ThreadView) -> str | None:
+        """Resource scope: the other threads' unobserved messages as `view`'s window shows
+        them (`<other-conversation>` blocks); None in thread scope or when there are none."""
+        if not is_resource_key(view.memory_key):
+            return None
+        blocks = other_conversations(view, self.siblings(view), self.resource, str(self.time_zone))
+        return blocks or None
+
+    def snapshot(self, thread_id: str, now: datetime | None = None) -> dict[str, Any]:
+        """The thread's context answer, other conversations included (`KeyError` for a thread
+        the projection does not know)."""
+        view = self.threads[thread_id]
+        return view.snapshot(now, other_conversations=self.other_conversations(view))
+
+    def window(self, thread_id: str, now: datetime | None = None) -> ContextWindow:
+        """The thread's window, other conversations included (`KeyError` as `snapshot`)."""
+        view = self.threads[thread_id]
+        return build_context_window(view, now=now, other_conversations=self.other_conversations(view))
+
+    def _join(self, view: ThreadView, memory_key: str) -> None:
+        """`view` belongs to `memory_key`; a thread new to a resource memory takes the memory's
+        shared fields (its observation log, generation, cursor, cycle in flight)."""
+        if view.memory_key == memory_key or not is_resource_key(memory_key):
+            view.memory_key = memory_key
+            return
+        members = self._members.setdefault(memory_key, {})
+        known = next((self.threads[t] for t in members if t in self.threads and t != view.thread_id), None)
+        view.memory_key = memory_key
+        members[view.thread_id] = None
+        if known is not None:
+            share(known, [view])
 
     def apply_event(self, event: Any) -> bool:
         """Apply one `<ns>.events` record; False if it was a duplicate or not for a thread."""
@@ -360,7 +422,7 @@ class ContextProjection:
             return False
         self.last_seq[event.memory_key] = event.seq
         if event.type == "om-memory-deleted":
-            self._drop(event.memory_key, event.thread_id)
+            self._drop(event)
             return True
         if event.type == "om-message-accepted":
             # In resource scope the envelope names the memory's thread; the message knows its own.
@@ -374,7 +436,7 @@ class ContextProjection:
             view = self.view(event.thread_id)
         self._touched.add(view.thread_id)
         view.last_seq = event.seq
-        view.memory_key = event.memory_key
+        self._join(view, event.memory_key)
         view.events += 1
         view.saw(getattr(event, "event_time", None))
         data = event.data
@@ -400,7 +462,11 @@ class ContextProjection:
                 view.suggested_response = data.suggested_response or view.suggested_response
             else:
                 view.observed.update(data.observed_message_ids)
-                if data.observations:
+                if data.observations and is_resource_key(event.memory_key):
+                    view.observations = merge_thread_observations(
+                        view, data.observations, data.observed_message_ids, data.cursor,
+                        self.resource.obscure_thread_ids)
+                elif data.observations:
                     view.observations = append_observations(
                         view.observations, data.observations, data.cursor)
                 view.cursor = data.cursor
@@ -418,11 +484,28 @@ class ContextProjection:
             view.generation = data.generation_count
         elif event.type == "om-temporal-gap":
             view.messages.setdefault(data.marker_id, temporal_gap_message(event))
+        if event.type in _MEMORY_WIDE and is_resource_key(event.memory_key):
+            self._touched.update(share(view, self.siblings(view)))
         return True
 
-    def _drop(self, memory_key: str, thread_id: str | None) -> None:
-        """Forget every view of a deleted memory (all of a resource's threads in resource scope)."""
-        for tid in [t for t, v in self.threads.items() if v.memory_key == memory_key or t == thread_id]:
+    def _drop(self, event: Any) -> None:
+        """Forget the views of a deleted memory (all of a resource's threads in resource scope);
+        a thread deleted from a resource memory leaves alone, the others keep the observations
+        the event says remain."""
+        key, thread_id = event.memory_key, event.thread_id
+        members = self._members.get(key, {})
+        if one_thread_of_resource(event):
+            gone = [thread_id] if thread_id in self.threads else []
+            members.pop(thread_id, None)
+            remaining = getattr(event.data, "observations", None)
+            for other in members:
+                if remaining is not None and other in self.threads:
+                    self.threads[other].observations = remaining
+                    self._touched.add(other)
+        else:
+            gone = [t for t, v in self.threads.items() if v.memory_key == key or t == thread_id]
+            self._members.pop(key, None)
+        for tid in gone:
             del self.threads[tid]
             self._touched.discard(tid)
             self._dropped.add(tid)

@@ -35,11 +35,13 @@ from typing import TYPE_CHECKING, Any
 from omstream import kafka
 from omstream.engine.resolution import resolve
 from omstream.schemas.codec import decode_event
+from omstream.schemas.keys import memory_key
 from omstream.settings import Settings
 from omstream.topics import Topics, partitions_of
 
 from .context import ContextProjection
 from .history import EventHistory
+from .resource_views import ResourceRendering
 from .store import ReadModelStore
 from .stored_history import StoredHistory
 
@@ -62,8 +64,9 @@ class ProjectionFeed:
     def __init__(self, settings: Settings, projection: ContextProjection | None = None,
                  store: ReadModelStore | None = None) -> None:
         self.settings = settings
-        self.projection = projection or ContextProjection(time_zone=settings.om.time_zone,
-                                                          retrieval=resolve(settings.om).retrieval)
+        self.projection = projection or ContextProjection(
+            time_zone=settings.om.time_zone, retrieval=resolve(settings.om).retrieval,
+            resource=ResourceRendering.of(settings.om))
         self.store = store
         # Every memory's events, for the live feed (projections/sse.py).
         self._stored = None if store is None else StoredHistory(store, {})
@@ -190,6 +193,16 @@ class ProjectionFeed:
             done = event.input_offset if event.input_last else event.input_offset - 1
             self.applied[partition] = max(done, self.applied.get(partition, -1))
         return str(event.memory_key)
+
+    def memory_of(self, thread_id: str) -> str | None:
+        """The memory key of a thread's events: in thread scope its own; in resource scope its
+        resource's, known from the thread's first message (None before it)."""
+        view = self.projection.threads.get(thread_id)
+        if view is not None and view.memory_key:
+            return view.memory_key
+        if self.settings.om.scope == "resource":
+            return None
+        return memory_key(self.settings.om, thread_id, None)
 
     def caught_up(self, partition: int, offset: int) -> bool:
         """Whether every event caused by the log input at (partition, offset), or by a later

@@ -9,7 +9,8 @@ slow the projection or the other clients.
 
 `om-memory-deleted` deletes the memory's history (after it has been handed to the subscribers,
 so a live UI learns of the deletion); the last `seq` is kept, so an event re-sent after a worker
-crash cannot bring the deleted history back.
+crash cannot bring the deleted history back.  One thread deleted from a resource memory takes
+its own events only (`resource_views.of_thread`): the other threads' feeds and time travel stay.
 
 `EventHistory` keeps the events in memory (tests, one-off projections); `StoredHistory`
 (`projections/stored_history.py`) keeps them in the read model's store, for `om serve`.  Both
@@ -26,6 +27,7 @@ from typing import Any
 from omstream.schemas.parts import DataPart
 
 from .parts import data_part, frame_json
+from .resource_views import of_thread, one_thread_of_resource
 
 __all__ = ["EventHistory", "HistoryEntry", "Subscription", "entry_of"]
 
@@ -85,7 +87,10 @@ class EventHistory:
             return None
         self._last_seq[key] = seq
         entry = entry_of(event, appended_ms)
-        if event.type == "om-memory-deleted":
+        if event.type == "om-memory-deleted" and one_thread_of_resource(event):
+            # One thread of a resource memory: its own events go, the other threads' stay.
+            self._forget_thread(key, event.thread_id)
+        elif event.type == "om-memory-deleted":
             self._forget(key)
         else:
             self._keep(entry, raw)
@@ -102,6 +107,10 @@ class EventHistory:
 
     def _forget(self, memory_key: str) -> None:
         self._events.pop(memory_key, None)
+
+    def _forget_thread(self, memory_key: str, thread_id: str) -> None:
+        self._events[memory_key] = [e for e in self._events.get(memory_key, [])
+                                    if not of_thread(e.event, thread_id)]
 
     def since(self, memory_key: str, seq: int = 0) -> list[HistoryEntry]:
         """The memory's kept events after `seq`, in order."""

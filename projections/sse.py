@@ -1,6 +1,8 @@
 """The live feed: a memory's events as Server-Sent Events in the AI SDK's UI message stream (v1).
 
-    GET /threads/{threadId}/events   the thread's memory: replay, then live
+    GET /threads/{threadId}/events   the thread's memory: replay, then live (in resource scope
+                                     the events of its resource memory that concern it:
+                                     `resource_views.concerns`)
         ?after=SEQ       resume after that `seq` (the `Last-Event-ID` header wins when both are
                          given: a browser's `EventSource` reconnects with it on the same URL)
         ?types=A,B       only these event types (`data-om-status`, `om-message-accepted` or
@@ -33,11 +35,12 @@ from aiohttp import web
 from aiohttp_sse import EventSourceResponse, sse_response
 
 from omstream.schemas.events import EVENT_TYPES
-from omstream.schemas.keys import memory_key
 
+from .errors import api_error
 from .feed import ProjectionFeed
 from .history import EventHistory, HistoryEntry, Subscription
 from .parts import event_type
+from .resource_views import concerns, is_resource_key
 
 __all__ = ["FEED_OPTIONS", "HEADERS", "FeedOptions", "feed_routes"]
 
@@ -85,7 +88,7 @@ def _after(request: web.Request) -> int:
 
 
 async def _stream(request: web.Request, history: EventHistory, key: str | None, after: int,
-                  types: frozenset[str] | None, follow: bool,
+                  wanted: Callable[[HistoryEntry], bool], follow: bool,
                   sse_id: Callable[[HistoryEntry], str]) -> EventSourceResponse:
     options = request.app.get(FEED_OPTIONS) or FeedOptions()
     # Subscribed before the replay is read: an event applied in between is in both, and its
@@ -95,14 +98,14 @@ async def _stream(request: web.Request, history: EventHistory, key: str | None, 
         async with sse_response(request, sep="\n", headers=HEADERS, ping_interval=options.ping_interval,
                                 send_timeout=options.send_timeout) as response:
             with contextlib.suppress(ConnectionResetError, TimeoutError):  # the client went away
-                await _pump(response, history, subscription, key, after, types, follow, sse_id)
+                await _pump(response, history, subscription, key, after, wanted, follow, sse_id)
         return response
     finally:
         history.unsubscribe(subscription)
 
 
 async def _pump(response: EventSourceResponse, history: EventHistory, subscription: Subscription,
-                key: str | None, after: int, types: frozenset[str] | None, follow: bool,
+                key: str | None, after: int, wanted: Callable[[HistoryEntry], bool], follow: bool,
                 sse_id: Callable[[HistoryEntry], str]) -> None:
     sent: dict[str, int] = {}  # memory key -> last seq sent (or skipped by the filter)
 
@@ -110,7 +113,7 @@ async def _pump(response: EventSourceResponse, history: EventHistory, subscripti
         if entry.seq <= sent.get(entry.memory_key, after if key else 0):
             return
         sent[entry.memory_key] = entry.seq
-        if types is None or entry.type in types:
+        if wanted(entry):
             await response.send(entry.frame, id=sse_id(entry))
 
     if key is not None:
@@ -152,16 +155,25 @@ def feed_routes(feed_of: Callable[[web.Request], Awaitable[ProjectionFeed]]) -> 
     async def thread_events(request: web.Request) -> web.StreamResponse:
         types, follow, after = _types(request), _follow(request), _after(request)
         feed = await feed_of(request)
-        key = memory_key(feed.settings.om, request.match_info["thread_id"], None)
-        response: web.StreamResponse = await _stream(request, feed.history, key, after, types, follow,
-                                                     lambda e: str(e.seq))
+        thread_id = request.match_info["thread_id"]
+        key = feed.memory_of(thread_id)
+        if key is None:
+            raise api_error(404, "unknown-thread", f"unknown thread {thread_id!r} (in resource scope a thread is "
+                                                   "known from its first message)")
+        # A resource memory's feed is shared by its threads: each sees what concerns it.
+        mine = is_resource_key(key)
+        response: web.StreamResponse = await _stream(
+            request, feed.history, key, after,
+            lambda e: (types is None or e.type in types) and (not mine or concerns(e.event, thread_id)),
+            follow, lambda e: str(e.seq))
         return response
 
     @routes.get("/events")
     async def all_events(request: web.Request) -> web.StreamResponse:
         types, follow = _types(request), _follow(request)
         feed = await feed_of(request)
-        response: web.StreamResponse = await _stream(request, feed.history, None, 0, types, follow,
+        response: web.StreamResponse = await _stream(request, feed.history, None, 0,
+                                                     lambda e: types is None or e.type in types, follow,
                                                      lambda e: f"{e.memory_key}:{e.seq}")
         return response
 

@@ -175,8 +175,13 @@ class ReadModelStore:
         self._db.execute("INSERT OR REPLACE INTO events VALUES (?, ?, ?, ?, ?)",
                          (memory_key, seq, kind, appended_ms, value))
 
-    def forget_events(self, memory_key: str) -> None:
-        self._db.execute("DELETE FROM events WHERE memory_key = ?", (memory_key,))
+    def forget_events(self, memory_key: str, seqs: list[int] | None = None) -> None:
+        """The memory's events, or only those at `seqs`."""
+        if seqs is None:
+            self._db.execute("DELETE FROM events WHERE memory_key = ?", (memory_key,))
+        else:
+            self._db.executemany("DELETE FROM events WHERE memory_key = ? AND seq = ?",
+                                 [(memory_key, seq) for seq in seqs])
 
     def events_since(self, memory_key: str, seq: int) -> list[tuple[int, int | None, bytes]]:
         """(seq, appended ms, event bytes) of the memory's events after `seq`, in order."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 from omstream.schemas.codec import decode_event, encode
 
 from .history import EventHistory, HistoryEntry, entry_of
+from .resource_views import of_thread
 from .store import ReadModelStore
 
 __all__ = ["StoredHistory"]
@@ -35,6 +36,9 @@ class StoredHistory(EventHistory):
 
     def _forget(self, memory_key: str) -> None:
         self.store.forget_events(memory_key)
+
+    def _forget_thread(self, memory_key: str, thread_id: str) -> None:
+        self.store.forget_events(memory_key, [e.seq for e in self.since(memory_key) if of_thread(e.event, thread_id)])
 
     def since(self, memory_key: str, seq: int = 0) -> list[HistoryEntry]:
         return [entry_of(decode_event(value), appended_ms)

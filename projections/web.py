@@ -35,14 +35,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from omstream.api_tokens import TokenTable
 from omstream.schemas.errors import OmError
-from omstream.schemas.keys import memory_key
 from omstream.schemas.positions import LogPosition
 from omstream.settings import Settings
 
@@ -55,6 +55,11 @@ from .recall.route import recall_routes
 from .recall.search_port import SearchPort
 from .sse import feed_routes
 from .store import open_store
+
+if TYPE_CHECKING:
+    from .search.feed import SearchService
+
+log = logging.getLogger("omstream.web")
 
 __all__ = ["ListenError", "build_web_app", "serve"]
 
@@ -115,10 +120,11 @@ def as_of(feed: ProjectionFeed, thread_id: str, raw_seq: str) -> dict[str, Any]:
         seq = parse_seq(raw_seq)
     except ValueError as exc:
         raise api_error(400, "bad-parameter", str(exc)) from None
-    view = feed.projection.threads.get(thread_id)
-    # The view knows its memory (a resource's, in resource scope); a deleted thread has none.
-    key = view.memory_key if view is not None and view.memory_key else memory_key(feed.settings.om, thread_id, None)
-    answer = context_as_of(feed.history, key, thread_id, seq, feed.projection.time_zone, feed.projection.retrieval)
+    # The thread's memory (its resource's, in resource scope: known once the thread is).
+    key = feed.memory_of(thread_id)
+    answer = None if key is None else context_as_of(
+        feed.history, key, thread_id, seq, feed.projection.time_zone, feed.projection.retrieval,
+        resource=feed.projection.resource)
     if answer is None:
         raise api_error(404, "unknown-thread", f"unknown thread {thread_id!r}")
     return answer
@@ -206,7 +212,7 @@ def build_web_app(feed: ProjectionFeed, versions: Versions | None = None,
         left = deadline - loop.time()
         if view.blocked and left > 0:
             await feed.wait_until(lambda: not view.blocked, left)
-        return web.json_response({**view.snapshot(), "stale": stale})
+        return web.json_response({**feed.projection.snapshot(thread_id), "stale": stale})
 
     # Errors outermost, so the access check's refusals are JSON too.
     middlewares = [json_errors] + ([access_middleware(tokens, locate)] if tokens is not None else [])
@@ -216,6 +222,31 @@ def build_web_app(feed: ProjectionFeed, versions: Versions | None = None,
     app.add_routes(recall_routes(feed_of, search))  # GET|POST /threads/{threadId}/recall
     app.add_routes(dashboard_routes())  # GET /, GET /threads/{threadId}, GET /static/{name}
     return app
+
+
+async def _start_search(feed: ProjectionFeed) -> SearchService | None:
+    """The semantic search index, when the memory's `retrieval.vector` asks for it: its own
+    consumer of the events, so a slow embedder never delays the context windows."""
+    retrieval = feed.projection.retrieval
+    if retrieval is None or not retrieval.vector:
+        return None
+    from .search.feed import start_search
+
+    return await start_search(feed.settings)
+
+
+async def _index(search: SearchService) -> None:
+    """Run the index feed; one that fails (an embedder down) is restarted from its stored
+    position after a pause, and recall's other modes and the context windows go on meanwhile."""
+    while True:
+        try:
+            await search.feed.run()
+            return
+        except Exception:  # noqa: BLE001 - logged, and retried from the committed position
+            log.exception("search index feed failed; restarting from its stored position in 5 s")
+            await search.feed.stop()
+            await asyncio.sleep(5)
+            await search.feed.start()
 
 
 async def serve(settings: Settings, on_ready: Callable[[str], None] | None = None) -> None:
@@ -230,9 +261,11 @@ async def serve(settings: Settings, on_ready: Callable[[str], None] | None = Non
     # The read model persists in the data directory: a restart reads only what is new.
     feed = ProjectionFeed(settings, store=open_store(settings))
     versions = Versions(feed, persistent=True)
-    runner = web.AppRunner(build_web_app(feed, versions, tokens), access_log_class=AccessLog)
+    search = await _start_search(feed)
+    runner = web.AppRunner(build_web_app(feed, versions, tokens, search.search if search else None),
+                           access_log_class=AccessLog)
     await runner.setup()
-    task: asyncio.Task[None] | None = None
+    tasks: list[asyncio.Task[None]] = []
     try:
         site = web.TCPSite(runner, settings.web_host, settings.web_port)
         try:
@@ -240,15 +273,19 @@ async def serve(settings: Settings, on_ready: Callable[[str], None] | None = Non
         except OSError as exc:
             raise ListenError(settings.web_host, settings.web_port, exc) from None
         await feed.start()
-        task = asyncio.create_task(feed.run())
+        tasks.append(asyncio.create_task(feed.run()))
+        if search is not None:
+            tasks.append(asyncio.create_task(_index(search)))
         if on_ready is not None:
             on_ready(f"http://{settings.web_host}:{settings.web_port}")
-        await task
+        await asyncio.gather(*tasks)
     finally:
-        if task is not None:
+        for task in tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await runner.cleanup()
         await versions.stop()
+        if search is not None:
+            await search.close()
         await feed.stop()

@@ -39,7 +39,7 @@ from omstream.schemas.control import (
     ThreadPatched,
     TurnEnded,
 )
-from omstream.schemas.keys import memory_key
+from omstream.schemas.keys import UnroutedRecord, memory_key, unrouted
 from omstream.schemas.messages import Message
 from omstream.schemas.positions import LogPosition
 
@@ -154,8 +154,13 @@ class OmClient:
 
     async def send_control(self, record: ControlRecord) -> LogPosition:
         """Send an agent-loop marker or a command (keyed by its memory key, like the messages it
-        follows); its position in the log."""
+        follows); its position in the log.  In resource scope it must name its resource
+        (`UnroutedRecord` otherwise, nothing sent: `omstream.schemas.keys`)."""
         assert self._producer is not None, "use OmClient as an async context manager"
+        reason = unrouted(self.settings.om, getattr(record, "type", "a control record"), record.thread_id,
+                          record.resource_id)
+        if reason is not None:  # the worker would dead-letter it: refused here, before sending
+            raise UnroutedRecord(reason)
         return _position(await self._producer.send_and_wait(
             self.topics.log, encode(record), key=self._key(record.thread_id, record.resource_id)))
 

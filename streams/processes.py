@@ -68,7 +68,8 @@ def start_child(settings: Settings, command: str, log: Path, *, dies_with_parent
         args += ["--config", str(settings.config_file)]
     child_env = {**os.environ, "OM_DATA_DIR": str(settings.data_dir), "OM_NAMESPACE": settings.namespace,
                  "OM_WEB_PORT": str(settings.web_port), "OM_FOLD_MODE": settings.fold_mode,
-                 "OM_ONLY_THREADS": settings.only_threads, "OM_ROLE": settings.role, "PYTHONUNBUFFERED": "1",
+                 "OM_ONLY_THREADS": settings.only_threads, "OM_ONLY_RESOURCES": settings.only_resources,
+                 "OM_ROLE": settings.role, "PYTHONUNBUFFERED": "1",
                  **(env or {})}
     if settings.version != LIVE:
         # Only a version asked for by name: a reader of the live settings serves the version

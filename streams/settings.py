@@ -18,10 +18,10 @@ limits `OM_MAX_RECORD_BYTES`, `OM_MAX_DEPTH`, `OM_MAX_PARTS`, `OM_MAX_TEXT_CHARS
 `OM_MAX_CLOCK_SKEW_MS`, `OM_MAX_HELD` (see `omstream.limits` for their defaults), the model
 agents' `OM_JOB_DEADLINE_MS`, the fold agent's `OM_BATCH_MAX`, `OM_MEMORY_BATCH_MAX`,
 `OM_BATCH_WAIT_MS` and `OM_STATE_CACHE`, the worker's `OM_INSTANCE_ID`, `OM_STANDBY_REPLICAS`
-and `OM_ROLE`, the local model's `OM_MODEL_DIR`, `OM_LOCAL_SLOTS` and `OM_LOCAL_CONTEXT`, the memory version
-`OM_VERSION` with its `OM_FOLD_MODE` and `OM_ONLY_THREADS`, the web server's tokens
-`OM_API_TOKENS` and `OM_API_TOKENS_FILE` (`omstream.api_tokens` has their form), and
-`OM_CONFIG` names the file.
+and `OM_ROLE`, the local model's `OM_MODEL_DIR`, `OM_LOCAL_SLOTS` and `OM_LOCAL_CONTEXT`, the
+search's `OM_EMBEDDER`, the memory version `OM_VERSION` with its `OM_FOLD_MODE`,
+`OM_ONLY_THREADS` and `OM_ONLY_RESOURCES`, the web server's tokens `OM_API_TOKENS` and
+`OM_API_TOKENS_FILE` (`omstream.api_tokens` has their form), and `OM_CONFIG` names the file.
 When `bootstrap` is set nowhere, it follows `broker_port` (the local broker `om` starts).
 
 Every mistake is reported, all at once, as a `SettingsError` whose `problems` are
@@ -75,6 +75,9 @@ class Settings:
     # The threads this version folds (thread ids separated by commas); empty: every thread.
     # Another thread's records are passed over (`om replay --threads`).
     only_threads: str = ""
+    # In resource scope, the resources this version folds (ids separated by commas); empty: every
+    # resource (`om replay --resources`).
+    only_resources: str = ""
     bootstrap: str = "127.0.0.1:9092"
     partitions: int = 4
     data_dir: Path = Path(".omstream")
@@ -136,6 +139,10 @@ class Settings:
     # context length of each.
     local_slots: int = 1
     local_context: int = 16_384
+    # What embeds observation groups for the recall tool's search (omstream.embedding): a local
+    # model (`local/wordllama`, `local/e5-small`) or any litellm embedding model; the index is
+    # per embedder, so another one is an index rebuilt from the events.
+    embedder: str = "local/wordllama"
     # Who may read what from `om serve` (omstream.api_tokens): tokens bound to resource ids, here
     # and in a file of `TOKEN = R1, R2` lines.  Required on an address that is not loopback.
     api_tokens: TokenGrants = field(default=(), repr=False)
@@ -146,6 +153,11 @@ class Settings:
     @property
     def thread_filter(self) -> frozenset[str]:
         return frozenset(t.strip() for t in self.only_threads.split(",") if t.strip())
+
+    @property
+    def resource_filter(self) -> frozenset[str]:
+        """The memory keys of `only_resources` (`resource:<id>`)."""
+        return frozenset(f"resource:{r.strip()}" for r in self.only_resources.split(",") if r.strip())
 
     @property
     def app_id(self) -> str:

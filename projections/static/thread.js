@@ -288,6 +288,7 @@
   function renderContext(context) {
     callout("current-task", context && context.currentTask);
     callout("suggested-response", context && context.suggestedResponse);
+    callout("other-conversations", context && context.otherConversations);  // resource scope
     observations.render($("observations"), context ? context.observations : "");
     const messages = context ? context.messages : [];
     $("raw-count").textContent = `(${messages.length})`;

@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .broker import create_topics
-from .common import CommandError, CommandMaker, port_number, settings_of
+from .common import CommandMaker, port_number, settings_of
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -21,17 +21,12 @@ SERVERS = {"worker", "serve"}
 
 
 def live_settings(args: argparse.Namespace) -> Settings:
-    """The settings of a long-running process; resource scope is refused there for now.
+    """The settings of a long-running process (`om worker`, `om serve`).
 
-    The fold runs a resource's memory (`om simulate` shows it), but the read side still looks a
-    thread's memory up by the thread, and control records without a resource id would reach
-    another memory: a worker and a server would accept messages whose windows they then serve
-    wrong.  Refused with one line until they do, rather than half working."""
-    settings = settings_of(args)
-    if settings.om.scope == "resource":
-        raise CommandError("scope 'resource' runs in `om simulate` only for now: the worker and the read side "
-                           "serve thread scope (see the README's \"Resource scope\")")
-    return settings
+    Both scopes run live: what the documentation rules out in resource scope (async buffering,
+    spec §2) is refused when the configuration loads, with the option's path, so a worker never
+    starts with it."""
+    return settings_of(args)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:

@@ -51,6 +51,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     settings = settings_of(args, args.as_name)
     if args.threads:
         settings = replace(settings, only_threads=args.threads)
+    if args.resources:
+        if settings.om.scope != "resource":
+            raise CommandError("--resources replays resource memories (scope 'resource'); in thread scope "
+                               "name the threads with --threads")
+        settings = replace(settings, only_resources=args.resources)
     bar = tqdm(unit="rec", disable=None, file=sys.stderr, dynamic_ncols=True)
 
     def show(f: ReplayProgress) -> None:
@@ -121,11 +126,10 @@ async def _context(settings: Settings, version: str, thread: str) -> tuple[list[
         await feed.read_to_end()
     finally:
         await feed.stop()
-    view = feed.projection.threads.get(thread)
-    if view is None:
+    if thread not in feed.projection.threads:
         return [], False
     lines = []
-    for message in view.window().chat():
+    for message in feed.projection.window(thread).chat():
         content = message["content"]
         text = content if isinstance(content, str) else orjson.dumps(content).decode()
         lines += [f"[{message['role']}]", *text.splitlines()]
@@ -219,6 +223,8 @@ def add_commands(command: CommandMaker) -> None:
                    help="follow the log's recorded results (the live configuration) or settle every "
                    "job before the memory's next input (another configuration); auto chooses")
     p.add_argument("--threads", help="only these threads (ids separated by commas); default: every thread")
+    p.add_argument("--resources", help="scope 'resource': only these resources' memories (ids separated by "
+                   "commas); default: every resource")
     p.add_argument("--from", dest="start", type=_moment, metavar="TIME",
                    help="fold the log from this time on (ISO-8601, e.g. 2026-11-01T00:00:00Z): the "
                    "memories begin empty there; a resumed version keeps its position")

@@ -216,7 +216,8 @@ async def bulk_replay(settings: Settings, *, progress: Callable[[int, int], Any]
     from omstream.models.capabilities import takes_attachments
 
     config = EngineConfig(settings.om, settings.version, settled=True, takes_attachments=takes_attachments)
-    ctx = FoldContext(settings, topics, config, Limits.from_settings(settings), key, settings.thread_filter)
+    ctx = FoldContext(settings, topics, config, Limits.from_settings(settings), key, settings.thread_filter,
+                      settings.resource_filter)
     stats_file = stats_path(settings)
     stats = WorkerStats.load(stats_file)
     cache = ResultCache(settings.bootstrap, topics.cache,

@@ -48,21 +48,26 @@ class VersionInfo:
     fold_mode: str
     config: dict[str, Any]
     threads: tuple[str, ...] = ()  # the threads it folds; empty: all
+    resources: tuple[str, ...] = ()  # in resource scope, the resources it folds; empty: all
 
     @property
     def key(self) -> bytes:
         return version_key(self.name)
 
     def to_bytes(self) -> bytes:
-        return orjson.dumps({"name": self.name, "digest": self.digest, "foldMode": self.fold_mode,
-                             "config": self.config, "threads": list(self.threads)})
+        record = {"name": self.name, "digest": self.digest, "foldMode": self.fold_mode,
+                  "config": self.config, "threads": list(self.threads)}
+        if self.resources:  # a version of every resource keeps the bytes it always had
+            record["resources"] = list(self.resources)
+        return orjson.dumps(record)
 
     @classmethod
     def from_bytes(cls, name: str, value: bytes) -> VersionInfo:
         """The record of version `name` (the name of the key, which compaction goes by); a record
-        written before versions named their threads folds every thread."""
+        written before versions named their threads (or resources) folds every one."""
         data = orjson.loads(value)
-        return cls(name, data["digest"], data["foldMode"], data["config"], tuple(data.get("threads", ())))
+        return cls(name, data["digest"], data["foldMode"], data["config"], tuple(data.get("threads", ())),
+                   tuple(data.get("resources", ())))
 
 
 @dataclass(frozen=True)

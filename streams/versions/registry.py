@@ -44,7 +44,8 @@ def version_info(settings: Settings) -> VersionInfo:
 
     return VersionInfo(settings.version, config_digest(settings.om), settings.fold_mode,
                        settings.om.model_dump(mode="json", by_alias=True, exclude_defaults=True),
-                       tuple(sorted(settings.thread_filter)))
+                       tuple(sorted(settings.thread_filter)),
+                       tuple(sorted(r.strip() for r in settings.only_resources.split(",") if r.strip())))
 
 
 async def read_registry(settings: Settings) -> Registry:

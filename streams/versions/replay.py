@@ -41,6 +41,7 @@ from ..processes import start_child, stop_child
 from ..settings import LIVE, Settings
 from ..topics import Topics, ensure_topics, partitions_of
 from .bulk import BulkResult, bulk_ready, bulk_replay
+from .records import VersionInfo
 from .registry import Registry, read_registry, register, version_info
 from .stats import StatsSummary, WorkerStats, stats_path
 from .watch import Positions, Watch
@@ -122,11 +123,14 @@ async def prepare(settings: Settings, mode: str, start: datetime | None = None) 
     info = version_info(settings)
     chosen = choose_mode(registry, info.digest, mode)
     known = registry.versions.get(settings.version)
-    if known is not None and (known.digest, known.threads) != (info.digest, info.threads):
+    if known is not None and (known.digest, known.threads, known.resources) != (info.digest, info.threads,
+                                                                                 info.resources):
+        def what(v: VersionInfo) -> str:
+            return (f"digest {v.digest}, threads {', '.join(v.threads) or 'all'}, "
+                    f"resources {', '.join(v.resources) or 'all'}")
         raise ReplayRefused(
-            f"version {settings.version!r} exists with another configuration or other threads "
-            f"(digest {known.digest}, threads {', '.join(known.threads) or 'all'}; this one {info.digest}, "
-            f"{', '.join(info.threads) or 'all'}): `om drop {settings.version}` first, or replay as another name")
+            f"version {settings.version!r} exists with another configuration, threads or resources "
+            f"({what(known)}; this one {what(info)}): `om drop {settings.version}` first, or replay as another name")
     if start is not None:
         await start_at(settings, start)
     if known is not None and mode == "auto":

@@ -139,7 +139,8 @@ def _add_fold_agent(app: WorkerApp, settings: Settings, config: EngineConfig, ke
     intake = Intake(Backlog(BACKLOG_RECORDS, BACKLOG_BYTES))
     app.taps[topics.log] = intake.put
     folds = FoldLoop(
-        FoldContext(settings, topics, config, Limits.from_settings(settings), key_for_results, settings.thread_filter),
+        FoldContext(settings, topics, config, Limits.from_settings(settings), key_for_results, settings.thread_filter,
+                    settings.resource_filter),
         sender, StateStore(TableChangelog(app, state_table), TableFiles(state_table)),
         StateCache(settings.state_cache), lambda message: app.consumer.ack(cast(Message, message)),
         stats=stats, busy=intake.busy)

@@ -34,7 +34,7 @@ from omstream.schemas.dead_letters import DeadLetter, DeadLetterCode
 from omstream.schemas.errors import OmError
 from omstream.schemas.events import EventEnvelope
 from omstream.schemas.jobs import ModelResult
-from omstream.schemas.keys import memory_key
+from omstream.schemas.keys import memory_key, unrouted
 from omstream.schemas.messages import Message
 
 from ..limits import Limits, check_held, check_message, check_raw
@@ -80,6 +80,7 @@ class FoldContext:
     limits: Limits
     result_key: bytes
     threads: frozenset[str] = frozenset()  # empty: every thread
+    resources: frozenset[str] = frozenset()  # memory keys (`resource:<id>`); empty: every memory
 
 
 @dataclass(frozen=True)
@@ -185,6 +186,8 @@ def _fold_checked(ctx: FoldContext, message: Consumed, memories: Memories) -> Ou
         return Outcome()  # another version's: not even its position is part of this memory
     if ctx.threads and getattr(record, "thread_id", None) not in ctx.threads:
         return Outcome()  # a version of some threads only (`om replay --threads`)
+    if ctx.resources and key not in ctx.resources:
+        return Outcome()  # a version of some resources only (`om replay --resources`)
     if isinstance(record, Message):
         violation = check_message(record, ctx.limits, _log_time_ms(message))
         if violation is not None:
@@ -235,6 +238,9 @@ def _checked_key(ctx: FoldContext, message: Consumed, record: Input) -> str:
         raise _Refused("invalid", "resource-deleted needs a threadId in thread scope: send one per "
                        "thread of the resource, keyed by its memory key")
     else:
+        if not isinstance(record, Message) and (
+                reason := unrouted(ctx.settings.om, record.type, record.thread_id, record.resource_id)):
+            raise _Refused("invalid", reason)
         key = memory_key(ctx.settings.om, record.thread_id, record.resource_id)
     if (message.key or b"").decode("utf-8", "replace") != key:
         raise _Refused("wrong-key", f"record key must be the memory key {key!r} (it was "

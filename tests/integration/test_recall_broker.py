@@ -81,3 +81,51 @@ def test_recall_pages_behind_a_group_lists_threads_and_forgets_a_deleted_one(new
     assert not_object[0] == 400 and not_object[1]["error"] == "bad-parameter", not_object
     assert unknown[0] == 404 and unknown[1]["error"] == "unknown-thread", unknown
     print(f"group {group.id} range {group.range}; recall after the write answered in {took * 1000:.0f} ms")
+
+
+FACTS = ["My dog Biscuit loves chasing seagulls at the beach", "I work as a nurse on the night shift at St Mary's",
+         "My sister Anna is getting married in Lisbon next June", "I am allergic to peanuts and shellfish"]
+
+
+def test_search_through_om_serve_finds_the_group_that_holds_a_fact(new_env, tmp_path):
+    """`retrieval.vector`: `om serve` keeps the index (the default local embedder) and recall's
+    `search` mode answers from the groups the worker wrote; another thread's recall (thread
+    scope) finds nothing of this thread's."""
+    env = new_env(options=om_options(observation={"messageTokens": 25, "bufferTokens": False},
+                                     retrieval={"scope": "thread", "vector": True}))
+    env.start_worker()
+    said = [message(i, thread="s1").model_copy(update={"role": "user", "content": fact})
+            for i, fact in enumerate(FACTS)]
+    other = message(0, thread="s2").model_copy(update={"role": "user", "content": "The weather is mild today"})
+
+    async def scenario():
+        async with OmClient(env.settings) as client, EventWatcher(env.settings) as watcher:
+            await client.send_messages([*said, other])
+            events = await watcher.wait_for(lambda evs: sum(e.type == "data-om-observation-end"
+                                                            and e.thread_id == "s1" for e in evs) >= 2,
+                                            timeout=90)
+            groups = [g for e in events if e.type == "data-om-observation-end" and e.thread_id == "s1"
+                      for g in parse_groups(e.data.observations)]
+            server = Server(env.settings, tmp_path / "serve.log")
+            try:
+                await server.ready()
+                asked = time.monotonic()
+                found = None
+                while time.monotonic() - asked < 60:  # the index is its own consumer: wait for it
+                    found = await client.recall("s1", base_url=server.url, mode="search",
+                                                query="what is the name of my pet?")
+                    if found["count"]:
+                        break
+                    await asyncio.sleep(0.2)
+                elsewhere = await client.recall("s2", base_url=server.url, mode="search", query="dog Biscuit")
+            finally:
+                server.stop()
+        return groups, found, elsewhere, time.monotonic() - asked
+
+    groups, found, elsewhere, took = asyncio.run(scenario())
+    holding = next(g for g in groups if "Biscuit" in g.content)
+    assert found is not None and found["count"] >= 1, found
+    first = found["results"].split("### ")[1]
+    assert holding.id in first and "Biscuit" in first, found["results"]
+    assert "Biscuit" not in str(elsewhere["results"]), elsewhere
+    print(f"{len(groups)} groups; the one holding the fact ranked first; indexed and found within {took:.1f} s")

@@ -1,4 +1,4 @@
-"""bench.quality / bench.locomo without a model: scoring rules, sampling, dates, the recent-turns
+"""bench.quality (its modules) / bench.locomo without a model: scoring rules, sampling, dates, the recent-turns
 budget and loading.  Every conversation here is synthetic, written for these tests in LoCoMo's
 JSON shape (the real data set is CC BY-NC and never enters the repository)."""
 
@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bench import locomo, quality
+from bench import locomo, quality_answer, quality_ingest, quality_report
 from bench.locomo import QA
 
 
@@ -212,7 +212,7 @@ def test_max_sessions_keeps_only_questions_answerable_from_them(synthetic):
 # --- ingestion input and contexts ----------------------------------------------------------------------
 def test_messages_are_user_turns_with_speaker_names_a_minute_apart(synthetic):
     [conv] = locomo.load(synthetic)
-    messages = quality.messages_of(conv, "t")
+    messages = quality_ingest.messages_of(conv, "t")
     assert [m.role for m in messages] == ["user"] * 5
     assert messages[0].content == "Ada: I adopted a cat called Pixel yesterday."
     assert messages[1].content.startswith("Bo: Lovely!") and "[shares a photo:" in messages[1].content
@@ -222,13 +222,13 @@ def test_messages_are_user_turns_with_speaker_names_a_minute_apart(synthetic):
 
 
 def test_thresholds_scale_with_the_conversation():
-    assert quality.thresholds([800] * 19) == (1600, 1300)
-    assert quality.thresholds([100, 100]) == (500, 500)
+    assert quality_ingest.thresholds([800] * 19) == (1600, 1300)
+    assert quality_ingest.thresholds([100, 100]) == (500, 500)
 
 
 def test_transcript_is_locomos_format(synthetic):
     [conv] = locomo.load(synthetic)
-    text = quality.render_transcript(conv, conv.turns())
+    text = quality_answer.render_transcript(conv, conv.turns())
     assert text.startswith("Below is a conversation between two people: Ada and Bo.")
     assert "\nDATE: 9:05 am on 2 March, 2024\nCONVERSATION:\nAda said, \"I adopted a cat" in text
     assert text.count("DATE:") == 2 and text.endswith('Ada said, "Congratulations, Bo!"\n')
@@ -240,19 +240,19 @@ def test_recent_turns_are_the_longest_suffix_within_the_budget(synthetic):
     counter = get_counter("tiktoken")
     [conv] = locomo.load(synthetic)
     turns = conv.turns()
-    sizes = [quality.chat_tokens(quality.transcript_chat(quality.render_transcript(conv, turns[len(turns) - n:])),
+    sizes = [quality_answer.chat_tokens(quality_answer.transcript_chat(quality_answer.render_transcript(conv, turns[len(turns) - n:])),
                                  counter) for n in range(1, len(turns) + 1)]
     assert sizes == sorted(sizes)
     for n, size in enumerate(sizes, start=1):
-        chat, kept = quality.recent_within(conv, size, counter)
-        assert kept == n and quality.chat_tokens(chat, counter) == size
+        chat, kept = quality_answer.recent_within(conv, size, counter)
+        assert kept == n and quality_answer.chat_tokens(chat, counter) == size
         if n > 1:
-            assert quality.recent_within(conv, size - 1, counter)[1] == n - 1
-    chat, kept = quality.recent_within(conv, sizes[1], counter)
+            assert quality_answer.recent_within(conv, size - 1, counter)[1] == n - 1
+    chat, kept = quality_answer.recent_within(conv, sizes[1], counter)
     assert "Congratulations" in chat[0]["content"] and "Pixel" not in chat[0]["content"]
     assert "DATE: 7:40 pm on 15 Apr, 2024" in chat[0]["content"]
-    assert quality.recent_within(conv, 10_000, counter)[1] == len(turns)
-    assert quality.recent_within(conv, 1, counter)[1] == 0
+    assert quality_answer.recent_within(conv, 10_000, counter)[1] == len(turns)
+    assert quality_answer.recent_within(conv, 1, counter)[1] == 0
 
 
 def test_chat_tokens_adds_the_per_message_overhead():
@@ -260,7 +260,7 @@ def test_chat_tokens_adds_the_per_message_overhead():
 
     counter = get_counter("tiktoken")
     chat = [{"role": "system", "content": "hello world"}, {"role": "user", "content": "hi"}]
-    assert quality.chat_tokens(chat, counter) == round(counter.count("hello world") + counter.count("hi") + 7.6)
+    assert quality_answer.chat_tokens(chat, counter) == round(counter.count("hello world") + counter.count("hi") + 7.6)
 
 
 def test_observer_outcomes():
@@ -269,19 +269,19 @@ def test_observer_outcomes():
     def result(output, ok=True):
         return SimpleNamespace(ok=ok, output=output)
 
-    assert quality.observer_outcome(result("<observations>\nDate: May 8, 2023\n* 🔴 (13:56) Ada adopted a cat\n"
+    assert quality_ingest.observer_outcome(result("<observations>\nDate: May 8, 2023\n* 🔴 (13:56) Ada adopted a cat\n"
                                            "</observations>")) == "clean"
-    assert quality.observer_outcome(result("", ok=False)) == "failed"
-    assert quality.observer_outcome(result("nothing to see")) == "failed"
-    assert quality.observer_outcome(result(("* 🔴 (13:56) the very same looping line over and over\n") * 400)) == "failed"
+    assert quality_ingest.observer_outcome(result("", ok=False)) == "failed"
+    assert quality_ingest.observer_outcome(result("nothing to see")) == "failed"
+    assert quality_ingest.observer_outcome(result(("* 🔴 (13:56) the very same looping line over and over\n") * 400)) == "failed"
 
 
 def test_summary_and_table():
     questions = [qa(1, index=0), qa(1, index=1), qa(5, index=2)]
     answers = {"omstream": [{"score": 1.0}, {"score": 0.5}, {"score": 0.0}],
                "none": [{"score": 0.0}, {"score": 0.0}, {"score": 1.0}]}
-    summary = quality.summarise(questions, answers)
+    summary = quality_report.summarise(questions, answers)
     assert summary["omstream"] == {"1": 0.75, "5": 0.0, "overall": 0.5}
-    table = quality.format_table(summary, {1: 2, 5: 1}, {"omstream": 900, "none": 0})
+    table = quality_report.format_table(summary, {1: 2, 5: 1}, {"omstream": 900, "none": 0})
     assert "| omstream | 0.750 | 0.000 | 0.500 | 900 |" in table
     assert "1 multi-hop (n=2)" in table

@@ -155,7 +155,7 @@ async def test_serve_announces_itself_only_once_bound(monkeypatch):
 
     class Feed:
         def __init__(self, settings, **options):  # options: the read model's store
-            self.projection, self.ready = type("P", (), {"threads": {}})(), False
+            self.projection, self.ready = type("P", (), {"threads": {}, "retrieval": None})(), False
 
         async def start(self):
             self.ready = True
@@ -227,10 +227,22 @@ def test_the_read_side_loads_no_writer():
 
 
 @pytest.mark.parametrize("command", [["worker"], ["serve"]], ids=" ".join)
-def test_the_long_running_processes_refuse_resource_scope_for_now(tmp_path, capsys, command):
-    # The fold runs a resource's memory, the read side does not serve it yet: refused, not half run.
+def test_the_long_running_processes_refuse_buffering_in_resource_scope(tmp_path, capsys, command):
+    # Resource scope runs live; what the documentation rules out there is refused at load, by path.
     config = tmp_path / "om.toml"
-    config.write_text('[observationalMemory]\nscope = "resource"\n')
+    config.write_text('[observationalMemory]\nscope = "resource"\n[observationalMemory.observation]\n'
+                      'bufferTokens = 0.2\n')
     code, out, err = run(["--config", config, *command], capsys)
     assert code == 1 and out == ""
-    assert err.startswith(f"om {command[0]}: scope 'resource' runs in `om simulate` only for now")
+    assert err.startswith("observation.bufferTokens: asks for async buffering, which is not supported with scope: "
+                          "'resource'")
+
+
+def test_the_long_running_processes_take_resource_scope(tmp_path):
+    from omstream.cli.servers import live_settings
+
+    config = tmp_path / "om.toml"
+    config.write_text('[observationalMemory]\nscope = "resource"\n')
+    for command in ("worker", "serve"):
+        args = build_parser().parse_args(["--config", str(config), command])
+        assert live_settings(args).om.scope == "resource"

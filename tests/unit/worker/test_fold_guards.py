@@ -256,3 +256,19 @@ def test_a_settled_version_holds_past_the_limit_and_ignores_other_versions_resul
     value, headers = signed_result(scripted_result(job))
     assert "data-om-observation-end" in event_types(store.feed(ctx, value, headers=headers))
     assert store.state().pending_ids == ("t1-m6", "t1-m7", "t1-m8", "t1-m9")
+
+
+def test_a_version_of_some_resources_folds_only_their_memories():
+    """`om replay --resources u1` (scope 'resource'): u2's records are passed over, u1's folded."""
+    config = engine(500, scope="resource")
+    settings = Settings(only_resources=" u1 ,", om=config.om)
+    ctx = FoldContext(settings, TOPICS, config, Limits(), SECRET, resources=settings.resource_filter)
+    store = Store()
+    mine = message(0)  # of resource u1
+    other = message(0, thread="t2").model_copy(update={"resource_id": "u2"})
+    folded = store.feed(ctx, raw(mine), key=b"resource:u1")
+    passed = store.feed(ctx, raw(other), key=b"resource:u2")
+    assert ctx.resources == frozenset({"resource:u1"})
+    assert "om-message-accepted" in event_types(folded) and folded.state is not None
+    assert passed.records == [] and passed.state is None
+    assert sorted(k for k in store.records if k.startswith(b"resource:u2")) == []
