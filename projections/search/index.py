@@ -12,9 +12,9 @@ observation group the memory's observations carry:
 - `om-message-accepted` tells each thread's resource and last activity, `data-om-thread-update`
   its title (what a result shows about its thread);
 - `om-memory-deleted` removes every entry and thread of the memory (of one thread only when it
-  deletes one thread of a resource memory: it then carries the observations the resource keeps).  Each memory's last `seq`
-  is kept after the deletion, so an event re-sent from before it is a duplicate and its groups
-  never come back; a rebuild replays the deletion in order as well.
+  deletes one thread of a resource memory: it then carries the observations the resource keeps).
+  Each memory's last `seq` is kept after the deletion, so an event re-sent from before it is a
+  duplicate and its groups never come back; a rebuild replays the deletion in order as well.
 
 A batch is applied in three steps: its events are read in order into a list of operations, the
 new chunks are embedded in one call (outside any transaction: a remote embedder is awaited),

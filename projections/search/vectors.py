@@ -107,6 +107,9 @@ class IndexState(Protocol):
     def forget_threads(self, memory_key: str) -> None:
         """The threads of a deleted memory."""
 
+    def forget_thread(self, thread_id: str) -> None:
+        """One deleted thread (of a resource memory)."""
+
 
 class SearchStore(VectorStore, IndexState, Protocol):
     """Both in one (the embedded store), what the index projection writes to."""
