@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from omstream.embedding import Embedder
+from omstream.engine.sections import shown_thread_id, split_sections
 from omstream.schemas.base import iso
 
-from .groups import chunks, entry_id, parse_groups
+from .groups import ObservationGroup, chunks, entry_id, parse_groups
 from .vectors import Entry, MemoryMeta, SearchStore, ThreadMeta
 
 __all__ = ["IndexProjection", "Pending"]
@@ -80,6 +81,25 @@ class IndexProjection:
         if memory_key not in self._memories:
             self._memories[memory_key] = self.index.memory(memory_key)
         return self._memories[memory_key]
+
+    @staticmethod
+    def _owned_groups(event: Any) -> list[tuple[str | None, ObservationGroup]]:
+        """The event's groups, each with the shown id of the resource memory's thread section that
+        holds it (None in thread scope, or outside every section)."""
+        text = event.data.observations
+        if resource_of(event.memory_key) is None:
+            return [(None, g) for g in parse_groups(text)]
+        return [(shown, g) for shown, piece in split_sections(text) for g in parse_groups(piece)]
+
+    def _owner(self, memory_key: str, shown: str, fallback: str) -> str:
+        """The thread of a resource memory's section `<thread id="shown">` (its id, or its
+        xxhash32 when ids are obscured): a reflection rewrites every thread's section in one event
+        of one thread, and deleting a thread must take that thread's reflected groups."""
+        known = {t for t, meta in self._threads.items() if meta.memory_key == memory_key}
+        for thread_id in sorted(known | set(self.index.threads_of(memory_key))):
+            if shown in (thread_id, shown_thread_id(thread_id, True)):
+                return thread_id
+        return fallback
 
     def _thread(self, thread_id: str, memory_key: str) -> ThreadMeta:
         meta = self._threads.get(thread_id) or self.index.thread(thread_id)
@@ -160,11 +180,12 @@ class IndexProjection:
         return None
 
     def _entries(self, event: Any, memory: MemoryMeta) -> list[Pending]:
-        thread_id = event.data.thread_id or event.thread_id
+        event_thread = event.data.thread_id or event.thread_id
         resource_id = memory.resource_id or resource_of(event.memory_key)
         observed_at = iso(event.event_time)
         pending = []
-        for group in parse_groups(event.data.observations):
+        for shown, group in self._owned_groups(event):
+            thread_id = event_thread if shown is None else self._owner(event.memory_key, shown, event_thread)
             # Each entry's text is its own chunk's: a reflection's group has hundreds of lines, and
             # its text in every chunk's metadata would make the index quadratic in its size.
             for index, text in enumerate(chunks(group.text)):

@@ -182,6 +182,10 @@ class SqliteVecIndex:
     def forget_thread(self, thread_id: str) -> None:
         self._db.execute("DELETE FROM threads WHERE thread_id = ?", (thread_id,))
 
+    def threads_of(self, memory_key: str) -> list[str]:
+        return [row[0] for row in self._db.execute("SELECT thread_id FROM threads WHERE memory_key = ?",
+                                                    (memory_key,))]
+
     # --- vectors (VectorStore) ----------------------------------------------------------------
     def _blob(self, vector: Vectors) -> bytes:
         row = np.asarray(vector, dtype=np.float32).reshape(-1)

@@ -110,6 +110,9 @@ class IndexState(Protocol):
     def forget_thread(self, thread_id: str) -> None:
         """One deleted thread (of a resource memory)."""
 
+    def threads_of(self, memory_key: str) -> list[str]:
+        """The threads kept of a memory (a resource memory's, to name the thread of a section)."""
+
 
 class SearchStore(VectorStore, IndexState, Protocol):
     """Both in one (the embedded store), what the index projection writes to."""

@@ -20,7 +20,7 @@ was turned on has no group, and its reflection stays bare, as in thread scope.
 from __future__ import annotations
 
 from .groups import ObservationGroup, combine_ranges, group_id, parse_groups, strip_groups, thread_cycle, wrap_group
-from .sections import section_bodies, section_matches, wrap_section
+from .sections import section_bodies, split_sections, wrap_section
 
 __all__ = ["resource_reflection_groups"]
 
@@ -38,17 +38,15 @@ def resource_reflection_groups(text: str, source: str, memory_key: str, cycle_id
         return text
     by_thread = _groups_by_thread(source)
     pieces: list[str] = []
-    at = 0
-    for n, match in enumerate(section_matches(text)):
-        pieces.append(_outside(text[at:match.start()], every, memory_key, f"{cycle_id}/outside/{n}"))
-        shown, body = match.group(1), strip_groups(match.group(2))
-        own = by_thread.get(shown)
+    for n, (shown, piece) in enumerate(split_sections(text)):
+        if shown is None:
+            pieces.append(_outside(piece, every, memory_key, f"{cycle_id}/outside/{n}"))
+            continue
+        body, own = strip_groups(piece), by_thread.get(shown)
         if own and body.strip():
             gid = group_id(memory_key, thread_cycle(f"{cycle_id}/{n}", shown))  # a thread may have two
             body = wrap_group(body, gid, combine_ranges(own), kind="reflection")
         pieces.append(wrap_section(shown, body))
-        at = match.end()
-    pieces.append(_outside(text[at:], every, memory_key, f"{cycle_id}/outside/end"))
     return "".join(pieces)
 
 

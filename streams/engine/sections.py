@@ -23,13 +23,12 @@ lose the new group's opening tag; keeping the group whole keeps the range the ag
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import xxhash
 
 from .observations import append_observations
 
-__all__ = ["merge_section", "section_bodies", "section_matches", "shown_thread_id", "wrap_section"]
+__all__ = ["merge_section", "section_bodies", "shown_thread_id", "split_sections", "wrap_section"]
 
 _SECTION = re.compile(r'<thread id="([^"]*)">\n(.*?)\n?</thread>', re.DOTALL)
 _DATE = re.compile(r"^Date: .+$", re.MULTILINE)
@@ -47,9 +46,15 @@ def wrap_section(shown_id: str, text: str) -> str:
     return f'<thread id="{shown_id}">\n{text}\n</thread>'
 
 
-def section_matches(text: str) -> Iterator[re.Match[str]]:
-    """Every `<thread id>` section of `text`: group 1 its id, group 2 its body."""
-    return _SECTION.finditer(text)
+def split_sections(text: str) -> list[tuple[str | None, str]]:
+    """`text` cut into its `<thread id>` sections, as (id, body), and the runs of text around
+    them, as (None, run), in order (a run may be empty)."""
+    pieces: list[tuple[str | None, str]] = []
+    at = 0
+    for match in _SECTION.finditer(text):
+        pieces += [(None, text[at:match.start()]), (match.group(1), match.group(2))]
+        at = match.end()
+    return [*pieces, (None, text[at:])]
 
 
 def section_bodies(text: str) -> list[tuple[str, str]]:

@@ -89,7 +89,7 @@ def test_a_reflection_groups_each_section_over_its_threads_groups_and_the_rest_o
     groups = parse_groups(out)
     assert [(g.range, g.kind) for g in groups] == [("a1:a9", "reflection"), ("a1:a9", "reflection"),
                                                    ("b1:b2", "reflection")]
-    assert groups[1].id == group_id("resource:u1", thread_cycle("c-7/0", "a"))
+    assert groups[1].id == group_id("resource:u1", thread_cycle("c-7/1", "a"))  # piece 1: the run before it is 0
     assert len({g.id for g in groups}) == 3
     assert [t for t, _ in section_bodies(out)] == ["a", "b"]
     assert strip_groups(out) == text

@@ -192,3 +192,36 @@ async def test_deleting_one_thread_of_a_resource_memory_removes_its_groups_only(
         assert ids_in(found["results"]) == ["1" * 16], found
         assert index.thread("t2") is None and index.thread("t1") is not None
         assert index.count("resource:u1") == 1
+
+
+@pytest.mark.parametrize("obscure", [False, True])
+async def test_a_resource_reflections_groups_belong_to_the_threads_of_their_sections(tmp_path, obscure):
+    """A reflection of a resource memory is one event (of one thread) rewriting every thread's
+    section: each section's group is indexed under the section's thread (named by id, or by its
+    xxhash32), so deleting a thread takes its reflected group and leaves the other's, also when
+    the index was reopened between the messages and the reflection."""
+    from omstream.engine.sections import shown_thread_id, wrap_section
+
+    r1 = Memory("resource:u1", "t1")
+    shown = {t: shown_thread_id(t, obscure) for t in ("t1", "t2")}
+    reflected = "\n\n".join([
+        group("a" * 16, "t1-m0", "t2-m0", ["* 🔴 User has pets"], kind="reflection"),
+        wrap_section(shown["t1"], group("1" * 16, "t1-m0", "t1-m0", ["* 🔴 User's dog is named Biscuit"],
+                                        kind="reflection")),
+        wrap_section(shown["t2"], group("2" * 16, "t2-m0", "t2-m0", ["* 🔴 User's cat is named Tom"],
+                                        kind="reflection"))])
+    messages = [r1.message(0, "my dog is Biscuit", thread_id="t1"), r1.message(0, "my cat is Tom", thread_id="t2")]
+    keeps = reflected.split("\n\n<thread")[0] + "\n\n<thread" + reflected.split("\n\n<thread")[1]
+    later = [r1.observed(reflected, thread_id="t1", operation="reflection"), r1.deleted(thread_id="t2", keeps=keeps)]
+    embedder = HashEmbedder(64)
+    first = SqliteVecIndex(tmp_path / "index.db", embedder.name, embedder.dim)
+    await IndexProjection(first, embedder).apply(messages)
+    first.close()
+    index = SqliteVecIndex(tmp_path / "index.db", embedder.name, embedder.dim)  # a restart: nothing cached
+    projection, search = IndexProjection(index, embedder), ObservationSearch(index, embedder)
+    await projection.apply(later[:1])
+    t2_only = await search.search(memory_key="resource:u1", thread_id="t2", resource_id=None, query="cat", top_k=5)
+    assert ids_in(t2_only["results"]) == ["2" * 16], t2_only
+    await projection.apply(later[1:])
+    found = await search.search(memory_key="resource:u1", thread_id="t1", resource_id="u1", query="pet", top_k=5)
+    assert sorted(ids_in(found["results"])) == ["1" * 16, "a" * 16], found
