@@ -68,8 +68,9 @@ def _check(memory: Memory, projection: ContextProjection) -> int:
 
 @pytest.mark.parametrize("obscure", [True, False], ids=["obscured", "plain"])
 @pytest.mark.parametrize("gaps", [False, True], ids=["steady", "gaps"])
-def test_every_thread_view_is_the_memory_the_fold_holds(obscure, gaps):
-    config = resource_engine(message_tokens=400, obscureThreadIds=obscure, temporalMarkers=gaps,
+@pytest.mark.parametrize("retrieval", [False, True], ids=["bare", "groups"])
+def test_every_thread_view_is_the_memory_the_fold_holds(obscure, gaps, retrieval):
+    config = resource_engine(message_tokens=400, obscureThreadIds=obscure, temporalMarkers=gaps, retrieval=retrieval,
                              observation={"maxTokensPerBatch": 250}, reflection={"observationTokens": 700})
     memory = Memory(config)
     projection = ContextProjection(resource=ResourceRendering(obscure))
@@ -92,6 +93,7 @@ def test_every_thread_view_is_the_memory_the_fold_holds(obscure, gaps):
     assert shared and reflections and blocks
     assert bool(gap_markers) == gaps
     assert ('<thread id="thread-a">' in memory.state.observations) != obscure
+    assert ("<observation-group " in memory.state.observations) == retrieval
 
 
 def test_a_thread_new_to_the_resource_takes_its_log_and_as_of_rebuilds_it():
