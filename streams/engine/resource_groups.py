@@ -13,8 +13,9 @@ without nesting a group in a group, and deleting a thread takes its reflected gr
   group of the reflected log (the reflector merged it across threads, so no thread owns it).
 
 Ids are drawn from the memory key, the cycle, the section's place and the thread's shown id (or
-the run's place), so they are distinct within the cycle and the same on every refold.  A log written before retrieval
-was turned on has no group, and its reflection stays bare, as in thread scope.
+the run's place), so they are distinct within the cycle and the same on every refold.  A log
+written before retrieval was turned on has no group, and its reflection stays bare, as in thread
+scope.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .groups import ObservationGroup, combine_ranges, group_id, parse_groups, st
 from .sections import section_bodies, split_sections, wrap_section
 
 __all__ = ["resource_reflection_groups"]
+
 
 def _groups_by_thread(source: str) -> dict[str, list[ObservationGroup]]:
     found: dict[str, list[ObservationGroup]] = {}
