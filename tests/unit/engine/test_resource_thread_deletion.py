@@ -8,6 +8,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from omstream.engine.groups import parse_groups
 from omstream.engine.sections import section_bodies, shown_thread_id
 from omstream.engine.thread_deletion import without_thread_sections
 from omstream.schemas.control import ObserveRequested, ThreadDeleted, ThreadPatched
@@ -142,9 +143,11 @@ actions = st.lists(st.one_of(st.sampled_from([A, B]), st.integers(min_value=0, m
 
 
 @settings(max_examples=80, deadline=None)
-@given(actions, st.integers(min_value=0, max_value=60), st.booleans())
-def test_after_deleting_a_thread_nothing_of_its_messages_remains_or_reaches_a_prompt(plan, delete_at, obscure):
-    memory = Memory(resource_engine(300, obscureThreadIds=obscure, reflection={"observationTokens": 700}))
+@given(actions, st.integers(min_value=0, max_value=60), st.booleans(), st.booleans())
+def test_after_deleting_a_thread_nothing_of_its_messages_remains_or_reaches_a_prompt(plan, delete_at, obscure,
+                                                                                     retrieval):
+    memory = Memory(resource_engine(300, obscureThreadIds=obscure, reflection={"observationTokens": 700},
+                                    retrieval=retrieval))
     deleted_at_job = None
     gone: set[str] = set()
     n = 0
@@ -166,6 +169,9 @@ def test_after_deleting_a_thread_nothing_of_its_messages_remains_or_reaches_a_pr
                            *(str(m.content) for j in memory.jobs[deleted_at_job:] for m in j.messages)])
     assert not {t for t in gone if t in remaining}
     assert f'<thread id="{shown_thread_id(A, obscure)}">' not in state.observations
+    a_sent = {m.id for m in memory.sent if m.thread_id == A}
+    for _, body in section_bodies(state.observations):  # with retrieval: the groups of A went with A
+        assert not any({g.start, g.end} & a_sent for g in parse_groups(body))
     # B intact: each of its messages observed once, in B's section (or in the reflection of it).
     b_sent = {m.id for m in memory.sent if m.thread_id == B}
     ids = observed_ids(memory)
