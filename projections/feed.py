@@ -57,6 +57,31 @@ log = logging.getLogger("omstream.projection")
 Batch = dict[int, list[tuple[int, bytes, int | None]]]
 
 
+async def open_events(settings: Settings, stored: Callable[[str, dict[int, int]], dict[int, int]],
+                      ) -> tuple[AIOKafkaConsumer, dict[Any, int]]:
+    """A reader of every partition of `<ns>.events` (no group), each at the offset `stored(source,
+    ends)` gives (from the beginning where it gives none), and the end offsets at start.
+    `source` names the topic and its partition count, so a store built from another layout can
+    tell and start again."""
+    from aiokafka import TopicPartition
+
+    topic = Topics.of(settings).events
+    # earliest: a stored offset the topic's retention has passed reads on from what is left.
+    consumer = kafka.reader(settings, isolation_level="read_committed", auto_offset_reset="earliest")
+    await consumer.start()
+    layout = await partitions_of(settings.bootstrap, [topic])
+    parts = [TopicPartition(topic, p) for p in layout.get(topic, [])]
+    consumer.assign(parts)
+    ends = await consumer.end_offsets(parts) if parts else {}
+    positions = stored(f"{topic}/{len(parts)}", {tp.partition: end for tp, end in ends.items()})
+    for tp in parts:
+        if tp.partition in positions:
+            consumer.seek(tp, positions[tp.partition])
+        else:
+            await consumer.seek_to_beginning(tp)
+    return consumer, ends
+
+
 class ProjectionFeed:
     """The projection and its history, fed from `<ns>.events`; in memory, or persistent with a
     `store` (which the feed then owns: `stop` closes it)."""
@@ -78,23 +103,7 @@ class ProjectionFeed:
         self._consumer: AIOKafkaConsumer | None = None
 
     async def start(self) -> None:
-        from aiokafka import TopicPartition
-
-        topic = Topics.of(self.settings).events
-        # earliest: a stored offset the topic's retention has passed reads on from what is left.
-        self._consumer = consumer = kafka.reader(self.settings, isolation_level="read_committed",
-                                                 auto_offset_reset="earliest")
-        await consumer.start()
-        layout = await partitions_of(self.settings.bootstrap, [topic])
-        parts = [TopicPartition(topic, p) for p in layout.get(topic, [])]
-        consumer.assign(parts)
-        self._ends = await consumer.end_offsets(parts) if parts else {}
-        stored = self._load(f"{topic}/{len(parts)}", {tp.partition: end for tp, end in self._ends.items()})
-        for tp in parts:
-            if tp.partition in stored:
-                consumer.seek(tp, stored[tp.partition])
-            else:
-                await consumer.seek_to_beginning(tp)
+        self._consumer, self._ends = await open_events(self.settings, self._load)
         await self._check_ready()
 
     def _load(self, source: str, ends: dict[int, int]) -> dict[int, int]:

@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from datetime import tzinfo
 from itertools import islice
 from pathlib import Path
+from typing import Any
 
 from omstream.schemas.errors import OmError
 from omstream.settings import Settings
@@ -66,6 +67,19 @@ CREATE TABLE IF NOT EXISTS messages (thread_id TEXT NOT NULL, key TEXT NOT NULL,
 CREATE UNIQUE INDEX IF NOT EXISTS messages_by_thread ON messages (thread_id, key);
 """
 _TABLES = ("meta", "positions", "memories", "events", "views", "messages")
+
+
+@contextlib.contextmanager
+def atomic(db: Any) -> Iterator[None]:
+    """Writes on a SQLite connection (`sqlite3`'s or apsw's) committed together, or (on any
+    exception) not at all."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
 
 
 class ReadModelBusy(OmError, RuntimeError):
@@ -127,13 +141,8 @@ class ReadModelStore:
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         """One batch's writes: all committed, or (on any exception) none."""
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
+        with atomic(self._db):
             yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
 
     def reset(self, why: str) -> None:
         """Empty every table: the projection is rebuilt from the topic's beginning."""

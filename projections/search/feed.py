@@ -18,13 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from omstream import kafka
 from omstream.embedding import Embedder, make_embedder
 from omstream.projections.store import store_dir
 from omstream.schemas.codec import decode_event
 from omstream.settings import Settings
-from omstream.topics import Topics, partitions_of
 
+from ..feed import open_events
 from .index import IndexProjection
 from .search import ObservationSearch
 from .sqlite_vec import SqliteVecIndex, open_index
@@ -52,22 +51,8 @@ class IndexFeed:
         self._consumer: AIOKafkaConsumer | None = None
 
     async def start(self) -> None:
-        from aiokafka import TopicPartition
-
-        topic = Topics.of(self.settings).events
-        self._consumer = consumer = kafka.reader(self.settings, isolation_level="read_committed",
-                                                 auto_offset_reset="earliest")
-        await consumer.start()
-        layout = await partitions_of(self.settings.bootstrap, [topic])
-        parts = [TopicPartition(topic, p) for p in layout.get(topic, [])]
-        consumer.assign(parts)
-        self._ends = await consumer.end_offsets(parts) if parts else {}
-        stored = self._stored(f"{topic}/{len(parts)}", {tp.partition: end for tp, end in self._ends.items()})
-        for tp in parts:
-            if tp.partition in stored:
-                consumer.seek(tp, stored[tp.partition])
-            else:
-                await consumer.seek_to_beginning(tp)
+        self._consumer, self._ends = await open_events(self.settings, self._stored)
+        stored = self.index.positions()
         log.info("search index feed started", extra={
             "index": self.index.name, "embedder": self.projection.embedder.name, "path": str(self.index.path),
             "entries": self.index.count(), "positions": {str(p): o for p, o in stored.items()}})

@@ -33,6 +33,7 @@ import sqlite_vec
 from omstream.embedding import Vectors
 from omstream.schemas.errors import OmError
 
+from ..store import atomic
 from .vectors import Entry, Hit, MemoryMeta, ThreadMeta, index_name
 
 __all__ = ["SearchIndexBusy", "SqliteVecIndex", "open_index"]
@@ -119,13 +120,8 @@ class SqliteVecIndex:
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         """One batch's writes: all committed, or (on any exception) none."""
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
+        with atomic(self._db):
             yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
 
     def reset(self, why: str) -> None:
         """Empty the index: it is rebuilt from the topic's beginning."""
