@@ -87,20 +87,23 @@ FACTS = ["My dog Biscuit loves chasing seagulls at the beach", "I work as a nurs
          "My sister Anna is getting married in Lisbon next June", "I am allergic to peanuts and shellfish"]
 
 
-def test_search_through_om_serve_finds_the_group_that_holds_a_fact(new_env, tmp_path):
+@pytest.mark.parametrize("scope", ["thread", "resource"])
+def test_search_through_om_serve_finds_the_group_that_holds_a_fact(new_env, tmp_path, scope):
     """`retrieval.vector`: `om serve` keeps the index (the default local embedder) and recall's
-    `search` mode answers from the groups the worker wrote; another thread's recall (thread
-    scope) finds nothing of this thread's."""
-    env = new_env(options=om_options(observation={"messageTokens": 25, "bufferTokens": False},
-                                     retrieval={"scope": "thread", "vector": True}))
+    `search` mode answers from the groups the worker wrote.  Thread scope: another thread finds
+    nothing of this thread's; resource scope: the user's other thread finds it (as memory from
+    another thread), another user's thread nothing."""
+    env = new_env(options=om_options(observation={"messageTokens": 25, "bufferTokens": False}, scope=scope,
+                                     retrieval={"scope": scope, "vector": True}))
     env.start_worker()
     said = [message(i, thread="s1").model_copy(update={"role": "user", "content": fact})
             for i, fact in enumerate(FACTS)]
-    other = message(0, thread="s2").model_copy(update={"role": "user", "content": "The weather is mild today"})
+    sibling = message(0, thread="s2").model_copy(update={"role": "user", "content": "The weather is mild today"})
+    stranger = _user(0, "s3", "u2").model_copy(update={"role": "user", "content": "I like tea"})
 
     async def scenario():
         async with OmClient(env.settings) as client, EventWatcher(env.settings) as watcher:
-            await client.send_messages([*said, other])
+            await client.send_messages([*said, sibling, stranger])
             events = await watcher.wait_for(lambda evs: sum(e.type == "data-om-observation-end"
                                                             and e.thread_id == "s1" for e in evs) >= 2,
                                             timeout=90)
@@ -117,15 +120,22 @@ def test_search_through_om_serve_finds_the_group_that_holds_a_fact(new_env, tmp_
                     if found["count"]:
                         break
                     await asyncio.sleep(0.2)
-                elsewhere = await client.recall("s2", base_url=server.url, mode="search", query="dog Biscuit")
+                took = time.monotonic() - asked
+                from_sibling = await client.recall("s2", base_url=server.url, mode="search", query="dog Biscuit")
+                from_stranger = await client.recall("s3", base_url=server.url, mode="search", query="dog Biscuit")
             finally:
                 server.stop()
-        return groups, found, elsewhere, time.monotonic() - asked
+        return groups, found, from_sibling, from_stranger, took
 
-    groups, found, elsewhere, took = asyncio.run(scenario())
+    groups, found, from_sibling, from_stranger, took = asyncio.run(scenario())
     holding = next(g for g in groups if "Biscuit" in g.content)
     assert found is not None and found["count"] >= 1, found
     first = found["results"].split("### ")[1]
     assert holding.id in first and "Biscuit" in first, found["results"]
-    assert "Biscuit" not in str(elsewhere["results"]), elsewhere
-    print(f"{len(groups)} groups; the one holding the fact ranked first; indexed and found within {took:.1f} s")
+    if scope == "resource":
+        assert "Older memory from another thread" in from_sibling["results"] and "Biscuit" in from_sibling["results"]
+    else:
+        assert "Biscuit" not in str(from_sibling["results"]), from_sibling
+    assert "Biscuit" not in str(from_stranger["results"]), from_stranger
+    print(f"{scope} scope: {len(groups)} groups; the one holding the fact ranked first, found {took:.1f} s "
+          f"after om serve was ready")
