@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from .book import KeyBook
 from .envelope import DataKey, is_sealed, open_value, parse, seal_value
-from .errors import CryptoError, KeyNotLoaded, NamespaceKeyError, Shredded, Tampered
+from .errors import CryptoError, KeyNotLoaded, KeyRingError, NamespaceKeyError, Shredded, Tampered
 from .fields import CONTENT_FIELDS, decrypt_fields, encrypt_fields, sealed_key_ids
 from .keyring import KeyRing
 from .wrapping import NamespaceKeys, namespace_keys
@@ -26,5 +26,5 @@ __all__ = [
     "CONTENT_FIELDS", "decrypt_fields", "encrypt_fields", "is_sealed", "open_value", "parse", "sealed_key_ids",
     "seal_value",
     # errors
-    "CryptoError", "KeyNotLoaded", "NamespaceKeyError", "Shredded", "Tampered",
+    "CryptoError", "KeyNotLoaded", "KeyRingError", "NamespaceKeyError", "Shredded", "Tampered",
 ]

@@ -5,6 +5,7 @@
     ├── Tampered                a ciphertext that does not authenticate (edited, moved, truncated)
     ├── KeyNotLoaded            the key ring has not read far enough to know the key yet
     └── NamespaceKeyError       no usable namespace key in the settings
+    KeyRingError                the key ring cannot follow or write its topic (a fault)
 
 `Shredded` is the one callers meet in normal operation: a record of a deleted memory.  They
 treat it as deleted (pass the record over), never as a failure that stops or dead-letters
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from omstream.schemas.errors import OmError
 
-__all__ = ["CryptoError", "KeyNotLoaded", "NamespaceKeyError", "Shredded", "Tampered"]
+__all__ = ["CryptoError", "KeyNotLoaded", "KeyRingError", "NamespaceKeyError", "Shredded", "Tampered"]
 
 
 class CryptoError(OmError, ValueError):
@@ -43,3 +44,8 @@ class KeyNotLoaded(CryptoError):
 
 class NamespaceKeyError(CryptoError):
     """The namespace key is missing or unusable; the message says which setting to fix."""
+
+
+class KeyRingError(OmError, RuntimeError):
+    """The key ring stopped following `<ns>.keys` or cannot create a key: restart the process
+    (the cause is chained and logged)."""

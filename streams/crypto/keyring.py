@@ -35,7 +35,7 @@ import orjson
 from .. import kafka
 from .book import DK, SHRED, TICK, KeyBook, Proposal, proposal_value
 from .envelope import KEY_BYTES, DataKey
-from .errors import KeyNotLoaded, Shredded
+from .errors import KeyNotLoaded, KeyRingError, Shredded
 from .wrapping import NamespaceKeys
 
 if TYPE_CHECKING:
@@ -66,6 +66,7 @@ class KeyRing:
         self._tp: TopicPartition | None = None
         self._follow: asyncio.Task[None] | None = None
         self._timers: set[asyncio.Task[None]] = set()
+        self._failure: BaseException | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -93,6 +94,16 @@ class KeyRing:
             await self._producer.stop()
 
     async def _follow_topic(self) -> None:
+        try:
+            await self._read_forever()
+        except Exception as exc:
+            # A ring that stopped following must not let a waiter hang, nor serve stale keys.
+            log.exception("the key ring stopped following %s", self.topic)
+            async with self._moved:
+                self._failure = exc
+                self._moved.notify_all()
+
+    async def _read_forever(self) -> None:
         assert self._consumer is not None and self._tp is not None
         while True:
             batch = await self._consumer.getmany(self._tp, timeout_ms=200)
@@ -115,7 +126,9 @@ class KeyRing:
     async def _wait_past(self, offset: int) -> None:
         """Until the ring has applied every record before `offset`."""
         async with self._moved:
-            await self._moved.wait_for(lambda: self._position >= offset)
+            await self._moved.wait_for(lambda: self._position >= offset or self._failure is not None)
+            if self._failure is not None:
+                raise KeyRingError(f"the key ring of {self.topic} stopped following it") from self._failure
 
     async def catch_up(self) -> None:
         """Until the ring has read everything written to the topic before this call."""
@@ -160,7 +173,7 @@ class KeyRing:
                 current = self.book.current(memory_key)
                 if current is not None and current.key_id != mine:
                     await self._send(DK + mine, None)  # lost the race: never used, so forget it
-            raise RuntimeError(f"could not create a data key for {memory_key}: it is shredded as fast")
+            raise KeyRingError(f"could not create a data key for {memory_key}: it is shredded as fast")
 
     async def _propose(self, memory_key: str) -> str:
         key_id = os.urandom(8).hex()
