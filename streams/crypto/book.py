@@ -74,9 +74,10 @@ class KeyBook:
         self._keys: dict[str, DataKey] = {}
 
     # --- reading ------------------------------------------------------------------------------
-    def current(self, memory_key: str) -> Proposal | None:
-        """The key the memory's content is encrypted with: the first live proposal of its epoch."""
-        epoch = self.epoch(memory_key)
+    def current(self, memory_key: str, ahead: int = 0) -> Proposal | None:
+        """The key the memory's content is encrypted with: the first live proposal of its epoch
+        (`ahead=1`: of the next epoch, the key a shred of this one leaves current)."""
+        epoch = self.epoch(memory_key) + ahead
         mine = [p for p in self.live.values() if p.memory_key == memory_key and p.epoch == epoch]
         return min(mine, key=lambda p: p.order, default=None)
 

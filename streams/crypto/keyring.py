@@ -12,7 +12,8 @@ Writes go through an idempotent producer, so one ring's records keep their order
 - `key(key_id)` (from the cache) / `resolve(key_id)` (catching up first): the key an envelope
   names; `Shredded` when it was shredded (after catching up, an unknown id is a shredded one:
   compaction has removed it).
-- `shred(memory_key)`: tombstones the memory's keys and writes the sticky shred marker.
+- `shred(memory_key)`: tombstones the memory's keys and writes the sticky shred marker;
+  `successor_key(memory_key)` is the next epoch's key, which a shred leaves current.
 - `rewrap()`: rewrites every data key wrapped by an older namespace key under the current one.
 - `tick()`: one small record.  A compacted topic is cleaned only up to its active segment, and a
   segment rolls only when a record is appended after `segment.ms`; a ring that shredded writes a
@@ -159,25 +160,33 @@ class KeyRing:
 
     async def data_key(self, memory_key: str) -> DataKey:
         """The key that encrypts `memory_key`'s content, created if the memory has none."""
+        return await self._get_or_create(memory_key, 0)
+
+    async def successor_key(self, memory_key: str) -> DataKey:
+        """The key of the memory's next epoch, created if needed: what must outlive the shred of
+        the current epoch is sealed with it (in resource scope, the observations the resource
+        keeps when one of its threads is deleted); `shred` then makes it the current key."""
+        return await self._get_or_create(memory_key, 1)
+
+    async def _get_or_create(self, memory_key: str, ahead: int) -> DataKey:
         lock = self._locks.setdefault(memory_key, asyncio.Lock())
         async with lock:
-            current = self.book.current(memory_key)
-            if current is not None:
-                return self.book.key(current.key_id)
+            found = self.book.current(memory_key, ahead)
+            if found is not None:
+                return self.book.key(found.key_id)
             await self.catch_up()
             for _ in range(_CREATE_TRIES):
-                current = self.book.current(memory_key)
-                if current is not None:
-                    return self.book.key(current.key_id)
-                mine = await self._propose(memory_key)
-                current = self.book.current(memory_key)
-                if current is not None and current.key_id != mine:
+                found = self.book.current(memory_key, ahead)
+                if found is not None:
+                    return self.book.key(found.key_id)
+                mine = await self._propose(memory_key, self.book.epoch(memory_key) + ahead)
+                found = self.book.current(memory_key, ahead)
+                if found is not None and found.key_id != mine:
                     await self._send(DK + mine, None)  # lost the race: never used, so forget it
             raise KeyRingError(f"could not create a data key for {memory_key}: it is shredded as fast")
 
-    async def _propose(self, memory_key: str) -> str:
+    async def _propose(self, memory_key: str, epoch: int) -> str:
         key_id = os.urandom(8).hex()
-        epoch = self.book.epoch(memory_key)
         fingerprint, wrapped = self.book.namespace_keys.wrap(os.urandom(KEY_BYTES), key_id, memory_key, epoch)
         offset = await self._send(DK + key_id, proposal_value(
             Proposal(key_id, memory_key, epoch, -1, fingerprint, wrapped)))
@@ -188,7 +197,8 @@ class KeyRing:
         """Make every key of the memory (up to its current epoch) unreadable, everywhere."""
         epoch = self.book.epoch(memory_key)
         for p in self.book.of_memory(memory_key):
-            await self._send(DK + p.key_id, None)
+            if p.epoch <= epoch:  # a successor key survives
+                await self._send(DK + p.key_id, None)
         offset = await self._send(SHRED + memory_key, orjson.dumps({"v": 1, "epoch": epoch}))
         await self._wait_past(offset + 1)
         log.info("shredded the data keys of %s (epoch %d)", memory_key, epoch)

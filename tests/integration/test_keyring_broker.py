@@ -143,3 +143,29 @@ async def test_namespace_key_rotation_without_downtime(broker):
     finally:
         await fresh.stop()
         await stale.stop()
+
+
+async def test_a_resource_keeps_what_it_sealed_with_its_successor_key(broker):
+    """A thread deleted inside a resource memory: the kept observations are sealed under the
+    next epoch's key, then the current epoch is shredded; every ring then opens only the kept."""
+    settings = replace(Settings(), namespace=f"t{uuid.uuid4().hex[:10]}", bootstrap=broker.bootstrap,
+                       partitions=1, shred_window_ms=WINDOW_MS)
+    await ensure_topics(settings)
+    a, b = await new_ring(settings), await new_ring(settings)
+    try:
+        memory = "resource:u1"
+        before = encrypt_fields({"type": "om-memory-deleted", "data": {"observations": "t1 and t2"}},
+                                await a.data_key(memory))
+        successor = await a.successor_key(memory)
+        assert (await b.successor_key(memory)).key_id == successor.key_id
+        kept = encrypt_fields({"type": "om-memory-deleted", "data": {"observations": "t2 only"}}, successor)
+        await a.shred(memory)
+        await b.catch_up()
+        for ring in (a, b):
+            with pytest.raises(Shredded):
+                decrypt_fields(before, memory, ring)
+            assert decrypt_fields(kept, memory, ring)["data"]["observations"] == "t2 only"
+            assert (await ring.data_key(memory)).key_id == successor.key_id
+    finally:
+        await a.stop()
+        await b.stop()

@@ -89,3 +89,17 @@ def test_rotation_rewraps_keeps_order_and_old_readers_fail_only_on_new_wrapping(
     after = topic.book(new, compact=True)  # OLD dropped: the compacted topic needs only NEW
     assert after.current("thread:t1").key_id == first and after.key(first).material == material
     assert not topic.book(both).stale_wrapping()
+
+
+def test_a_successor_key_outlives_the_shred_of_its_predecessor():
+    keys, topic = NamespaceKeys([OLD]), Topic()
+    old = topic.propose(keys, "resource:u1", epoch=0)
+    successor = topic.propose(keys, "resource:u1", epoch=1)
+    book = topic.book(keys)
+    assert book.current("resource:u1").key_id == old and book.current("resource:u1", 1).key_id == successor
+    topic.append(DK + old, None)
+    topic.shred("resource:u1", 0)
+    for book in (topic.book(keys), topic.book(keys, compact=True)):
+        assert book.current("resource:u1").key_id == successor and not book.repairs
+        with pytest.raises((Shredded, KeyNotLoaded)):
+            book.key(old)
