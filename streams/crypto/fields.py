@@ -13,12 +13,12 @@ purpose: `metadata` of a message (provider, model, pass-through keys), error tex
 cycles and results (a provider's message), and model settings.
 
 `encrypt_fields` / `decrypt_fields` work on the JSON dict of a record (camelCase, as on the
-wire) and return a new dict; the record is validated by its pydantic model after decryption.
+wire) and return a new dict that shares the unchanged values with the one given (do not mutate
+either afterwards); the record is validated by its pydantic model after decryption.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 from typing import Any, Protocol
 
@@ -60,13 +60,18 @@ def content_paths(record: dict[str, Any]) -> tuple[str, ...]:
     return CONTENT_FIELDS.get(str(record.get("type", "message")), ())
 
 
-def _present(record: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], str]]:
-    """(path, the dict holding the field, the field's name) for each content field present."""
+def _present(record: dict[str, Any], *, copy_parents: bool = False) -> Iterator[tuple[str, dict[str, Any], str]]:
+    """(path, the dict holding the field, the field's name) for each content field present.
+    `copy_parents`: `record` is a fresh shallow copy, and the dicts on each path are copied too
+    (what is replaced is never shared with the caller's record; the rest may be)."""
     for path in content_paths(record):
         *parents, name = path.split(".")
         holder: Any = record
         for part in parents:
-            holder = holder.get(part) if isinstance(holder, dict) else None
+            child = holder.get(part) if isinstance(holder, dict) else None
+            if copy_parents and isinstance(child, dict):
+                child = holder[part] = dict(child)
+            holder = child
         if isinstance(holder, dict) and holder.get(name) is not None:
             yield path, holder, name
 
@@ -76,8 +81,8 @@ def encrypt_fields(record: dict[str, Any], key: DataKey, *, context: bytes | Non
 
     `context`: None at the edge (random nonces); the output's identity (such as its event id) in
     the worker, so a refold writes the same bytes (`omstream.crypto.envelope`)."""
-    out = copy.deepcopy(record)
-    for path, holder, name in _present(out):
+    out = dict(record)
+    for path, holder, name in _present(out, copy_parents=True):
         if not is_sealed(holder[name]):
             holder[name] = seal_value(holder[name], key, path, context=context)
     return out
@@ -89,8 +94,8 @@ def decrypt_fields(record: dict[str, Any], memory_key: str, keys: KeySource) -> 
     Raises `Shredded` (the memory was deleted: pass the record over), `Tampered` (a ciphertext
     edited or moved from another memory or field), or `KeyNotLoaded` (resolve the key ids of
     `sealed_key_ids` first).  A field that is not sealed (a plain producer's) is left as it is."""
-    out = copy.deepcopy(record)
-    for path, holder, name in _present(out):
+    out = dict(record)
+    for path, holder, name in _present(out, copy_parents=True):
         if is_sealed(holder[name]):
             env = parse(holder[name])
             holder[name] = open_value(env, keys.key(env.key_id), memory_key, path)

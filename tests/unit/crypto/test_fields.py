@@ -3,6 +3,7 @@ the record comes back equal (hypothesis instances of every wire type)."""
 
 from __future__ import annotations
 
+import copy
 import os
 from datetime import UTC, datetime
 
@@ -52,7 +53,9 @@ def test_every_policy_path_names_a_field_of_its_model(kind):
 @given(st.sampled_from(TOP_LEVEL).flatmap(wire_instances), st.booleans())
 def test_round_trip_over_every_wire_type(instance, deterministic):
     record = instance.wire()
+    before = copy.deepcopy(record)
     sealed = encrypt_fields(record, KEY, context=b"event-7" if deterministic else None)
+    assert record == before  # the caller's record is never changed
     kind = record.get("type", "message")
     paths = CONTENT_FIELDS.get(kind, ())
     clear = orjson.loads(orjson.dumps(sealed))
@@ -66,8 +69,9 @@ def test_round_trip_over_every_wire_type(instance, deterministic):
             assert isinstance(holder_out, str) and holder_out.startswith("om1")
     if not paths:
         assert sealed == record
+    sealed_before = copy.deepcopy(sealed)
     opened = decrypt_fields(sealed, "thread:t1", Keys(k1=KEY))
-    assert opened == record
+    assert opened == record and sealed == sealed_before
     assert decode_as(type(instance), orjson.dumps(opened)) == instance
     assert sealed_key_ids(sealed) <= {"k1"}
 
