@@ -71,6 +71,7 @@ class KeyBook:
         self.shredded_ids: set[str] = set()
         self.shredded_epoch: dict[str, int] = {}
         self.repairs: set[str] = set()  # live-looking proposals a repairing ring must tombstone
+        self.malformed = 0  # records passed over
         self._keys: dict[str, DataKey] = {}
 
     # --- reading ------------------------------------------------------------------------------
@@ -111,10 +112,15 @@ class KeyBook:
         """Apply one record of the topic (records in offset order).  Unknown records are skipped:
         a newer build's record kind must not stop an older reader."""
         name = (key or b"").decode(errors="replace")
-        if name.startswith(DK):
-            self._apply_proposal(name[len(DK):], value, offset)
-        elif name.startswith(SHRED) and value is not None:
-            self._apply_shred(name[len(SHRED):], int(orjson.loads(value)["epoch"]))
+        try:
+            if name.startswith(DK):
+                self._apply_proposal(name[len(DK):], value, offset)
+            elif name.startswith(SHRED) and value is not None:
+                self._apply_shred(name[len(SHRED):], int(orjson.loads(value)["epoch"]))
+        except (ValueError, KeyError, TypeError):
+            # Not a record a ring wrote: it cannot stop the ring (a wrapped key that does not
+            # authenticate is refused later, by `key`).
+            self.malformed += 1
 
     def _apply_proposal(self, key_id: str, value: bytes | None, offset: int) -> None:
         if value is None:  # a tombstone

@@ -14,7 +14,9 @@ cycles and results (a provider's message), and model settings.
 
 `encrypt_fields` / `decrypt_fields` work on the JSON dict of a record (camelCase, as on the
 wire) and return a new dict that shares the unchanged values with the one given (do not mutate
-either afterwards); the record is validated by its pydantic model after decryption.
+either afterwards); the record is validated by its pydantic model after decryption.  A plain
+producer's text may look like an envelope (`om1:a:b:c`): the wiring marks a sealed record (a
+record header) and opens only those, so such a text is never taken for ciphertext.
 """
 
 from __future__ import annotations

@@ -103,3 +103,12 @@ def test_a_successor_key_outlives_the_shred_of_its_predecessor():
         assert book.current("resource:u1").key_id == successor and not book.repairs
         with pytest.raises((Shredded, KeyNotLoaded)):
             book.key(old)
+
+
+def test_a_malformed_record_is_passed_over():
+    keys, topic = NamespaceKeys([OLD]), Topic()
+    topic.append(DK + "bad", b"not json")
+    topic.append("shred:thread:t1", b'{"epoch": "x"}')
+    good = topic.propose(keys, "thread:t1")
+    book = topic.book(keys)
+    assert book.malformed == 2 and book.current("thread:t1").key_id == good
