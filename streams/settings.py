@@ -13,7 +13,8 @@ A file holds two tables, read by the worker, the web server and the CLI alike::
 
 Environment variables override the file: `OM_NAMESPACE`, `OM_BOOTSTRAP`, `OM_PARTITIONS`,
 `OM_DATA_DIR`, `OM_WEB_HOST`, `OM_WEB_PORT`, `OM_BROKER_PORT`, `OM_CONTROLLER_PORT`,
-`OM_MODEL_RETRIES`, `OM_RETRY_BASE_MS`, `OM_MODEL_CONCURRENCY`, `OM_MODEL_LIMITS`, `OM_RESULT_KEY`, the input
+`OM_MODEL_RETRIES`, `OM_RETRY_BASE_MS`, `OM_MODEL_CONCURRENCY`, `OM_MODEL_LIMITS`, `OM_RESULT_KEY`,
+`OM_NAMESPACE_KEY`, `OM_NAMESPACE_KEY_FILE` and `OM_SHRED_WINDOW_MS` (`omstream.crypto`), the input
 limits `OM_MAX_RECORD_BYTES`, `OM_MAX_DEPTH`, `OM_MAX_PARTS`, `OM_MAX_TEXT_CHARS`,
 `OM_MAX_CLOCK_SKEW_MS`, `OM_MAX_HELD` (see `omstream.limits` for their defaults), the model
 agents' `OM_JOB_DEADLINE_MS`, the fold agent's `OM_BATCH_MAX`, `OM_MEMORY_BATCH_MAX`,
@@ -98,6 +99,13 @@ class Settings:
     model_limits: str = ""
     # Signs model results (omstream.signing); empty: a key kept in data_dir. Never printed.
     result_key: str = field(default="", repr=False)
+    # Wraps every per-memory data key (omstream.crypto.wrapping): keys separated by commas, the
+    # first wraps, all unwrap (rotation); or a file of one key a line.  Never printed.
+    namespace_key: str = field(default="", repr=False)
+    namespace_key_file: str = ""
+    # How soon a shredded data key is compacted out of `<ns>.keys` (its segment.ms and
+    # max.compaction.lag.ms, set when the topic is created; topics.keys_config).
+    shred_window_ms: int = 60_000
     # Input limits (omstream.limits has the table of their meanings and dead-letter codes).
     max_record_bytes: int = _LIMITS.max_record_bytes
     max_depth: int = _LIMITS.max_depth
@@ -295,7 +303,7 @@ def _out_of_range(name: str, value: Any) -> str | None:
     return None
 
 
-_AT_LEAST_ONE = ("max_record_bytes", "max_depth", "max_parts", "max_text_chars", "max_held",
+_AT_LEAST_ONE = ("shred_window_ms", "max_record_bytes", "max_depth", "max_parts", "max_text_chars", "max_held",
                  "job_deadline_ms", "batch_max", "memory_batch_max", "local_slots")
 
 

@@ -10,7 +10,9 @@ A namespace holds memory *versions* (`omstream.versions`): each has its own outp
 jobs, dead letters), consumer group and state table, and all of them fold the one input log.
 The live version keeps the names it always had (`<ns>.events`); another version NAME writes
 `<ns>.v.NAME.events`.  Two topics are shared by every version: the model-result cache
-(`<ns>.cache`, compacted by request hash) and the version registry (`<ns>.versions`).
+(`<ns>.cache`, compacted by request hash) and the version registry (`<ns>.versions`), and so is
+the key ring `<ns>.keys` (`omstream.crypto`: the wrapped per-memory data keys, compacted so a
+shredded key is gone from the broker within `shred_window_ms`, see `keys_config`).
 """
 
 from __future__ import annotations
@@ -28,12 +30,29 @@ from .settings import LIVE, Settings, versioned_name
 if TYPE_CHECKING:
     from aiokafka.admin import AIOKafkaAdminClient
 
-__all__ = ["TopicLayoutError", "TopicSpec", "Topics", "ensure_topics", "memory_partition", "partitions_of",
-           "read_until_end"]
+__all__ = ["TopicLayoutError", "TopicSpec", "Topics", "ensure_topics", "keys_config", "memory_partition",
+           "partitions_of", "read_until_end"]
 
 FOREVER = {"retention.ms": "-1", "retention.bytes": "-1"}
 WEEK = {"retention.ms": str(7 * 24 * 3600 * 1000)}
 COMPACT = {"cleanup.policy": "compact"}
+
+
+def keys_config(window_ms: int) -> dict[str, str]:
+    """The key ring's configs: a tombstoned data key leaves the broker within about
+    `window_ms` + `log.cleaner.backoff.ms` (15 s by default) + one cleaning pass.
+
+    Kafka compacts only closed segments: `segment.ms` closes the tombstone's segment at the
+    first write after `window_ms` (a ring that shreds writes one then, `KeyRing.tick`), and
+    `max.compaction.lag.ms` makes the log cleaner compact a segment that old at its next pass
+    whatever the dirty ratio (KIP-354's guarantee; the low ratio only makes earlier passes
+    likely).  `min.compaction.lag.ms=0`: no grace for the older record.  The cleaned-away
+    segment files are deleted from disk after `file.delete.delay.ms`.  Tombstones themselves
+    (no secret in them) stay a day, so a ring that lagged still reads them."""
+    window = str(window_ms)
+    return {"cleanup.policy": "compact", "segment.ms": window, "max.compaction.lag.ms": window,
+            "min.compaction.lag.ms": "0", "min.cleanable.dirty.ratio": "0.01",
+            "delete.retention.ms": str(24 * 3600 * 1000), "file.delete.delay.ms": "1000"}
 
 
 class TopicLayoutError(OmError, RuntimeError):
@@ -73,6 +92,12 @@ class Topics:
         return f"{self.namespace}.versions"
 
     @property
+    def keys(self) -> str:
+        """The per-memory data keys, wrapped (omstream.crypto), shared by every version.  One
+        partition: every process reads the same order, which decides a key created twice at once."""
+        return f"{self.namespace}.keys"
+
+    @property
     def _prefix(self) -> str:
         return versioned_name(self.namespace, self.version)
 
@@ -105,6 +130,7 @@ class Topics:
             TopicSpec(self.state_changelog(settings.app_id), n, COMPACT),
             TopicSpec(self.cache, n, COMPACT),
             TopicSpec(self.versions, 1, COMPACT),
+            TopicSpec(self.keys, 1, keys_config(settings.shred_window_ms)),
         ]
 
 
