@@ -26,7 +26,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ModelGate", "job_deadline", "parse_model_limits", "queued", "retry_after"]
+__all__ = ["ModelGate", "causes", "job_deadline", "parse_model_limits", "queued", "retry_after"]
 
 log = logging.getLogger("omstream.models")
 
@@ -73,6 +73,17 @@ def parse_model_limits(text: str) -> dict[str, int]:
     return limits
 
 
+def causes(exc: BaseException) -> Iterator[BaseException]:
+    """The exception and its causes (`__cause__`, litellm's `.error`), each once."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        nxt = current.__cause__ or getattr(current, "error", None)
+        current = nxt if isinstance(nxt, BaseException) else None
+
+
 def _headers(exc: BaseException) -> Iterator[Mapping[str, Any]]:
     """The headers an error carries: litellm's (`headers`, `litellm_response_headers`) and its
     HTTP response's (httpx's `Headers` is a Mapping)."""
@@ -93,10 +104,7 @@ def _header(headers: Mapping[str, Any], name: str) -> str | None:
 def retry_after(exc: BaseException, now: float | None = None) -> float | None:
     """Seconds the provider asked us to wait (`retry-after-ms`, or `retry-after` in seconds or as
     an HTTP date), searched through the error's causes; None when it named none."""
-    current: BaseException | None = exc
-    seen: set[int] = set()
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in causes(exc):
         for headers in _headers(current):
             millis = _header(headers, "retry-after-ms")
             with contextlib.suppress(ValueError):
@@ -109,8 +117,6 @@ def retry_after(exc: BaseException, now: float | None = None) -> float | None:
                 with contextlib.suppress(TypeError, ValueError):
                     at = email.utils.parsedate_to_datetime(seconds).timestamp()
                     return max(at - (time.time() if now is None else now), 0.0)
-        nxt = current.__cause__ or getattr(current, "error", None)
-        current = nxt if isinstance(nxt, BaseException) else None
     return None
 
 

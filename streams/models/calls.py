@@ -46,7 +46,7 @@ import os
 import random
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import ModuleType
@@ -57,7 +57,7 @@ import orjson
 from omstream.schemas.jobs import ModelJob, ModelResult, Usage
 
 from . import local
-from .admission import ModelGate, queued, retry_after
+from .admission import ModelGate, causes, queued, retry_after
 
 __all__ = [
     "ErrorCode",
@@ -200,23 +200,12 @@ def _status(exc: BaseException) -> int | None:
     return status if isinstance(status, int) and not isinstance(status, bool) else None
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    """The exception and its causes (`__cause__`, `.error`), each once."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        nxt = current.__cause__ or getattr(current, "error", None)
-        current = nxt if isinstance(nxt, BaseException) else None
-
-
 def is_transient(exc: BaseException) -> bool:
     """The original's retry test: network words, `UND_ERR_*`, HTTP 408/425/429/5xx,
     `isRetryable`, searched through causes.  A 400/401/403/404/422 answer is never transient."""
     if _status(exc) in _PERMANENT_STATUS:
         return False
-    for current in _chain(exc):
+    for current in causes(exc):
         if isinstance(current, (TimeoutError, ConnectionError)):
             return True
         status = _status(current)
@@ -241,7 +230,7 @@ def classify_error(exc: BaseException) -> tuple[ErrorCode, int | None]:
         timeouts: tuple[type, ...] = (Timeout,)
     except ImportError:  # pragma: no cover - litellm is a dependency
         no_answer, timeouts = (), ()
-    chain = list(_chain(exc))
+    chain = list(causes(exc))
     if any(isinstance(e, (*timeouts, TimeoutError, asyncio.TimeoutError)) for e in chain):
         return "timeout", None
     status = next((s for s in map(_status, chain) if s is not None and 100 <= s <= 599), None)
@@ -505,8 +494,8 @@ async def run_job(job: ModelJob, policy: RetryPolicy = RetryPolicy(), *,
                 failures.append(_Failure(model, f"{type(exc).__name__}: {exc}"[:2000], code, status))
                 break
             log.debug("model call done in %.3fs", time.monotonic() - t0)
-            if gate is not None:
-                await gate.answered(model)
+            if gate is not None and not local.is_local(model):
+                await gate.answered(model)  # a local model has its slots, no window
             metadata = _provider_metadata(response, provider)
             if dropped is not None:
                 metadata = {**(metadata or {}), "omstream": {"attachmentsDropped": dropped}}
