@@ -7,7 +7,7 @@ the key deletes every copy of the content, in every topic and backup, without re
 - `keyring`: `KeyRing`, the topic followed live: get-or-create, shred, rewrap;
 - `fields`: which fields of each wire record are content, and `encrypt_fields`/`decrypt_fields`.
 
-Not wired yet: no producer, fold output or reader encrypts or decrypts (README "Forgetting").
+- `sealing`: `Sealer`, what the pipeline calls: a record's bytes sealed and opened.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from .envelope import DataKey, is_sealed, open_value, parse, seal_value
 from .errors import CryptoError, KeyNotLoaded, KeyRingError, NamespaceKeyError, Shredded, Tampered
 from .fields import CONTENT_FIELDS, decrypt_fields, encrypt_fields, sealed_key_ids
 from .keyring import KeyRing
+from .sealing import MARK, PLAIN, Sealer, content_owner, sealer_of
 from .wrapping import NamespaceKeys, namespace_keys
 
 __all__ = [
@@ -25,6 +26,8 @@ __all__ = [
     # fields and envelopes
     "CONTENT_FIELDS", "decrypt_fields", "encrypt_fields", "is_sealed", "open_value", "parse", "sealed_key_ids",
     "seal_value",
+    # the pipeline's
+    "MARK", "PLAIN", "Sealer", "content_owner", "sealer_of",
     # errors
     "CryptoError", "KeyNotLoaded", "KeyRingError", "NamespaceKeyError", "Shredded", "Tampered",
 ]

@@ -163,6 +163,11 @@ class KeyRing:
         except KeyNotLoaded:
             raise Shredded(key_id) from None  # compacted away: only a shred removes a key
 
+    async def prime(self, key_id: str) -> None:
+        """Load `key_id` if it still exists (a shredded one is not an error here)."""
+        with contextlib.suppress(Shredded):
+            await self.resolve(key_id)
+
     async def data_key(self, memory_key: str) -> DataKey:
         """The key that encrypts `memory_key`'s content, created if the memory has none.
 

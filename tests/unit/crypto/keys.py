@@ -41,3 +41,38 @@ class Topic:
         for offset, key, value in rows:
             book.apply(key, value, offset)
         return book
+
+
+class MemoryRing:
+    """A `KeyRing` without a broker, for `Sealer`s in unit tests: one in-memory keys topic."""
+
+    def __init__(self, topic: Topic | None = None, keys: NamespaceKeys | None = None) -> None:
+        self.topic = topic or Topic()
+        self.keys = keys or NamespaceKeys([OLD])
+        self.book = self.topic.book(self.keys)
+
+    def _reread(self) -> None:
+        self.book = self.topic.book(self.keys)
+
+    def key(self, key_id: str):  # noqa: ANN201 - DataKey
+        return self.book.key(key_id)
+
+    async def prime(self, key_id: str) -> None:
+        self._reread()
+
+    async def data_key(self, memory_key: str):  # noqa: ANN201 - DataKey
+        found = self.book.current(memory_key)
+        if found is None:
+            self.topic.propose(self.keys, memory_key, self.book.epoch(memory_key))
+            self._reread()
+            found = self.book.current(memory_key)
+        assert found is not None
+        return self.book.key(found.key_id)
+
+    async def shred(self, memory_key: str) -> None:
+        epoch = self.book.epoch(memory_key)
+        for p in self.book.of_memory(memory_key):
+            if p.epoch <= epoch:
+                self.topic.append(DK + p.key_id, None)
+        self.topic.shred(memory_key, epoch)
+        self._reread()
