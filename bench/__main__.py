@@ -109,6 +109,29 @@ def e2e_rows(result: dict[str, Any], ref: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def plain_reference(step: Step | None) -> dict[str, float]:
+    """messages/s of the plain one-fold-worker e2e runs ("e2e steps" / "e2e no steps"), which the
+    sealed run is compared with ({} when it did not run)."""
+    if step is None or not isinstance(step.result, dict):
+        return {}
+    return {f"e2e {'steps' if r['steps'] else 'no steps'}": r["messages_per_s"]
+            for r in step.result.get("sustained", [])}
+
+
+def sealed_rows(result: dict[str, Any], ref: dict[str, Any]) -> list[Row]:
+    """The e2e runs with a namespace key, as a share of the same runs without one (e2e-1)."""
+    rows = []
+    for run in result.get("sustained", []):
+        what = "a step after each message" if run["steps"] else "no steps"
+        plain = ref.get(f"e2e {'steps' if run['steps'] else 'no steps'}")
+        share = f"{run['messages_per_s'] / plain:.2f} of the same run without encryption" if plain else "-"
+        rows.append((f"end to end, content sealed, {run['messages']:,} messages, {what}",
+                     f"{run['messages_per_s']:,.0f}", "messages/s", share))
+    if result.get("error"):
+        rows.append(("  stopped", "-", "", result["error"].splitlines()[0][:100]))
+    return rows
+
+
 def model_bound_rows(result: dict[str, Any], ref: dict[str, Any]) -> list[Row]:
     latency = result["latency_ms"] / 1000
     return [(f"{latency:g} s model calls, model_concurrency {p['concurrency']}: cycles/s "
@@ -170,6 +193,8 @@ def steps() -> list[Step]:
         Step("fold", "fold_bench", ["--counter", "tokenx", "--target-tokens", "200", "--message-tokens", "3000"],
              None, fold_rows),
         Step("e2e-1", "e2e", ["--fold-workers", "1", *E2E, "--loads", "200,500"], "--out", e2e_rows),
+        Step("e2e-sealed", "e2e", ["--fold-workers", "1", *E2E, "--loads", "200", "--encrypt"], "--out",
+             sealed_rows),
         Step("e2e-2", "e2e", ["--fold-workers", "2", *E2E, "--loads", "500"], "--out", e2e_rows),
         Step("model-bound", "model_bound", ["--latency", "2000"], "--json", model_bound_rows),
         Step("replay", "replay", ["--messages", "4000", "--threads", "40"], "--json", replay_rows),
@@ -216,7 +241,8 @@ def run_step(step: Step, out: Path) -> None:
 
 
 def table(done: Sequence[Step], began: str, wall: float) -> str:
-    ref = original_reference(next((s for s in done if s.name == "original"), None))
+    ref = {**original_reference(next((s for s in done if s.name == "original"), None)),
+           **plain_reference(next((s for s in done if s.name == "e2e-1"), None))}
     lines = [f"$ python -m bench   ({began}, {os.cpu_count()} CPUs, {platform.platform()}, Python "
              f"{platform.python_version()}; wall time {wall / 60:.1f} min)",
              "ratios: omstream / the original measured in this run. The fold (CPU time of one process) to "

@@ -194,6 +194,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="milliseconds each scripted model call takes (default 0)")
     parser.add_argument("--model-concurrency", type=_at_least(1),
                         help="[omstream] model_concurrency (default: omstream's)")
+    parser.add_argument("--encrypt", action="store_const", const=True,
+                        help="configure a namespace key: every memory's content sealed (README 'Forgetting')")
     parser.add_argument("--no-state", dest="state", action="store_const", const=False,
                         help="skip run 5 (a growing memory's state bytes)")
     parser.add_argument("--counter", choices=COUNTERS, help="tokenCounter (default tokenx)")
@@ -270,6 +272,8 @@ def _summary(o: Options) -> str:
     model = (f"scripted models of {o.model_latency_ms} ms" if o.model_latency_ms else "scripted models")
     if o.model_concurrency is not None:
         model += f", model_concurrency {o.model_concurrency}"
+    if o.encrypt:
+        model += ", content sealed (namespace key)"
     return (f"{workers}, 4 partitions, {o.counter}, ~{o.tokens}-token messages, messageTokens "
             f"{o.message_tokens}, async buffering on, {model}; runs 1-2: {o.threads} "
             f"threads x {o.messages} messages; run 3: {o.load_seconds:g} s per load over "

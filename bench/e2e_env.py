@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -39,6 +40,7 @@ class Options:
     model_latency_ms: int = 0     # each scripted model call takes this long (modelSettings.latencyMs)
     model_concurrency: int | None = None  # [omstream] model_concurrency (None: the default)
     state: bool = True            # run 5 (a growing memory's state bytes)
+    encrypt: bool = False         # a namespace key: every memory's content sealed (crypto-shredding)
     out: Path | None = None
     keep: bool = False
 
@@ -115,6 +117,10 @@ def config_text(options: Options, namespace: str, bootstrap: str, data: Path) ->
     if options.model_concurrency is not None:
         text = text.replace("\n[observationalMemory]\n",
                             f"model_concurrency = {options.model_concurrency}\n\n[observationalMemory]\n", 1)
+    if options.encrypt:
+        # A key made for this run only: the bench measures the cost of sealing, not key handling.
+        text = text.replace("\n[observationalMemory]\n",
+                            f'namespace_key = "{os.urandom(24).hex()}"\n\n[observationalMemory]\n', 1)
     if options.model_latency_ms:
         for role in ("observer", "reflector"):
             text = text.replace(f'model = "scripted/{role}"\n', f'model = "scripted/{role}"\n'

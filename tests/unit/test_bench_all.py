@@ -68,7 +68,17 @@ def test_every_step_runs_a_module_of_bench_with_options_it_accepts():
     for step in bench_all.steps():
         assert (Path(bench_all.ROOT) / "bench" / f"{step.module}.py").exists()
     e2e_steps = [s for s in bench_all.steps() if s.module == "e2e"]
-    assert [options_from(_parser().parse_args(s.args)).fold_workers for s in e2e_steps] == [1, 2]
+    parsed = [options_from(_parser().parse_args(s.args)) for s in e2e_steps]
+    assert [(o.fold_workers, o.encrypt) for o in parsed] == [(1, False), (1, True), (2, False)]
+
+
+def test_the_sealed_run_is_shown_as_a_share_of_the_plain_one():
+    def run(steps: bool, rate: float) -> dict:
+        return {"steps": steps, "messages": 4000, "messages_per_s": rate}
+    plain = done_step("e2e-1", {"sustained": [run(False, 200.0), run(True, 250.0)]})
+    sealed = done_step("e2e-sealed", {"sustained": [run(False, 190.0), run(True, 200.0)]})
+    text = bench_all.table([plain, sealed], "today", 60.0)
+    assert "0.95 of the same run without encryption" in text and "0.80 of the same run" in text
 
 
 def test_only_refuses_an_unknown_benchmark(capsys):
@@ -93,6 +103,8 @@ def test_e2e_config_text_is_a_valid_configuration(tmp_path):
     settings = load_settings(path)
     assert settings.model_concurrency == 32 and settings.namespace == "e2ex"
     assert "latencyMs = 2000" in path.read_text()
+    path.write_text(config_text(Options(encrypt=True), "e2ex", "127.0.0.1:9", tmp_path))
+    assert len(load_settings(path).namespace_key) >= 32
 
 
 def test_model_bound_report():
