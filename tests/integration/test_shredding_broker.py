@@ -140,6 +140,16 @@ def scan_files(roots: list[Path], secrets: list[str]) -> int:
     return len(files)
 
 
+def scan_logs(root: Path, secrets: list[str]) -> int:
+    """The worker's and the server's logs: content is never logged."""
+    logs = list(root.rglob("*.log"))
+    for path in logs:
+        text = path.read_text(errors="replace")
+        for s in secrets:
+            assert s not in text, f"{s} in the log {path}"
+    return len(logs)
+
+
 async def wait_keys_gone(settings, owners: list[str], timeout: float = 90.0) -> float:
     """Until no wrapped key of `owners` is left in `<ns>.keys` read from its beginning."""
     start = time.monotonic()
@@ -195,7 +205,8 @@ def test_a_deleted_thread_leaves_every_topic_and_every_data_directory(new_env, t
 
     counts = asyncio.run(scan_topics(env.settings, [doomed, kept]))
     files = scan_files([env.settings.data_dir, server.settings.data_dir], [doomed, kept])
-    print(f"\nwrapped key gone {gone_after:.1f} s after the deletion (window {WINDOW_MS} ms); "
+    logs = scan_logs(tmp_path, [doomed, kept])
+    print(f"\n{logs} log files hold no secret either; wrapped key gone {gone_after:.1f} s after the deletion (window {WINDOW_MS} ms); "
           f"scanned {sum(counts.values())} records in {len(counts)} topics and {files} files: no secret")
 
     # Acceptance 2: a worker on an empty disk refolds the whole log, the deleted thread's sealed
@@ -263,5 +274,6 @@ def test_a_thread_of_a_resource_and_a_whole_resource_are_shredded(new_env, tmp_p
         w.stop()
     counts = asyncio.run(scan_topics(env.settings, [gone_a, gone_c, kept_b]))
     files = scan_files([env.settings.data_dir, server.settings.data_dir], [gone_a, gone_c, kept_b])
+    scan_logs(tmp_path, [gone_a, gone_c, kept_b])
     print(f"\nresource scope: keys gone {gone_after:.1f} s after the deletions; scanned "
           f"{sum(counts.values())} records in {len(counts)} topics and {files} files: no secret")
