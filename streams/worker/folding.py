@@ -279,7 +279,7 @@ def _fold_outcome(ctx: FoldContext, message: Consumed, kbytes: bytes, state: Mem
     key = kbytes.decode()
     events = _stamped(folded.events, message.offset)
     # A deletion's own outputs already use the successor keys of what it deletes.
-    shreds = deleted_owners(key, state, events) if keys.enabled else ()
+    shreds = deleted_owners(key, state, events) if keys.enabled and keys.shredding else ()
     records = [OutputRecord(topics.events, kbytes, keys.seal_output(
         encode(e), event_owner(key, e), event_context(e), shreds)) for e in events]
     records += [OutputRecord(topics.jobs, kbytes, keys.seal_output(encode(j), key, job_context(j), shreds))

@@ -51,11 +51,13 @@ class BatchKeys:
     """The data keys one batch is sealed with, resolved before the fold (see the module doc).
 
     `roll(owners)` switches those owners to their successor keys for the rest of the batch and
-    lists them in `shreds` (what to shred once the batch's outputs are sent)."""
+    lists them in `shreds` (what to shred once the batch's outputs are sent).  A fold that never
+    shreds (`shredding=False`: a bulk replay re-reading history) seals everything under the
+    current keys."""
 
     def __init__(self, sealer: Sealer = PLAIN, current: dict[str, DataKey] | None = None,
-                 successors: dict[str, DataKey] | None = None) -> None:
-        self.sealer = sealer
+                 successors: dict[str, DataKey] | None = None, *, shredding: bool = True) -> None:
+        self.sealer, self.shredding = sealer, shredding
         self.current, self.successors = current or {}, successors or {}
         self.rolled: set[str] = set()
         self.shreds: list[str] = []
@@ -150,13 +152,13 @@ def deleted_owners(memory_key: str, before: MemoryState | None, events: Sequence
 
 
 async def batch_keys(sealer: Sealer, batch: Sequence[Any],
-                     threads_of: Callable[[str, int], set[str]] | None = None) -> BatchKeys:
+                     threads_of: Callable[[str, int], set[str]] | None = None, *, shredding: bool = True) -> BatchKeys:
     """Load the keys a batch of consumed records needs: every key its sealed inputs name, the
     current key of each memory and message thread, and the successor keys of the owners a
     deletion in the batch may roll.  `threads_of(memory key, partition)`: the threads a resource
     memory's stored state knows (a held message of one of them may be accepted in this batch)."""
     if not sealer.enabled:
-        return BatchKeys(sealer)
+        return BatchKeys(sealer, shredding=shredding)
     await sealer.prepare(m.value for m in batch)
     owners: set[str] = set()
     rolling: set[str] = set()
@@ -170,7 +172,7 @@ async def batch_keys(sealer: Sealer, batch: Sequence[Any],
         owners.add(memory)
         owner = input_owner(memory, message.value)
         owners.add(owner)
-        if _record_type(message.value) in _DELETIONS:
+        if shredding and _record_type(message.value) in _DELETIONS:
             deleting.add(memory)
             rolling |= {memory, _deleted_thread_owner(memory, message.value)}
     # A deleted memory's owners that the batch uses after the deletion are sealed under their
@@ -180,7 +182,7 @@ async def batch_keys(sealer: Sealer, batch: Sequence[Any],
     current = {owner: await sealer.key_of(owner) for owner in sorted(owners)}
     assert sealer.ring is not None
     successors = {owner: await sealer.ring.successor_key(owner) for owner in sorted(rolling)}
-    return BatchKeys(sealer, current, successors)
+    return BatchKeys(sealer, current, successors, shredding=shredding)
 
 
 def _record_type(value: bytes | None) -> str | None:

@@ -245,3 +245,82 @@ async def test_deleting_a_resource_shreds_every_thread(worlds):
                 opened(seal, r.value, "resource:u1")
         else:
             opened(seal, r.value, "resource:u1")  # sealed under the successor of the resource key
+
+
+def bulk_events(seal: Sealer | None, records: list, shredded: str | None = None):
+    """The bulk fold of a settled version (`omstream.versions.bulk_fold`), outputs opened."""
+    from dataclasses import replace
+
+    from omstream.schemas.codec import decode_job
+    from omstream.versions.bulk_fold import BulkFold, Record
+    from tests.helpers import scripted_result
+
+    class Answers:
+        async def answer(self, job: bytes):
+            return scripted_result(decode_job(job), ms=0)
+
+    config = replace(engine(200), version="v2", settled=True)
+    kwargs = {} if seal is None else {"sealer": seal}
+    bulk = BulkFold(FoldContext(Settings(), TOPICS, config, Limits(), b"secret"), 0, Answers(), set(), **kwargs)
+
+    async def run() -> None:
+        if shredded is not None and seal is not None:
+            await seal.shred(shredded)
+        for r in records:
+            await bulk.feed(Record(TOPICS.log, 0, r.offset, r.key, r.value, [], None))
+        await bulk.finish()
+
+    import asyncio
+
+    asyncio.run(run())
+    outputs = bulk.take_outputs()
+    if seal is not None:
+        for r in outputs:
+            assert WORD not in r.value, r.value[:400]
+        assert all(WORD not in (w.value or b"") for w in bulk.writes())
+        outputs = [SimpleNamespace(topic=r.topic, value=opened(seal, r.value)) for r in outputs]
+    return [r.value for r in outputs], bulk
+
+
+def test_the_bulk_fold_opens_and_seals_as_the_live_fold():
+    import asyncio
+
+    seal = sealer()
+    plain, _ = bulk_events(None, asyncio.run(sealed_inputs(None, messages(8))))
+    sealed, _ = bulk_events(seal, asyncio.run(sealed_inputs(seal, messages(8))))
+    assert sealed == plain and plain
+
+
+def test_the_bulk_fold_passes_over_a_shredded_memory():
+    import asyncio
+
+    seal = sealer()
+    outputs, bulk = bulk_events(seal, asyncio.run(sealed_inputs(seal, messages(4))), shredded="thread:t1")
+    assert outputs == [] and bulk.passed_over == 4
+
+
+async def test_a_sealed_signed_result_is_checked_on_its_sealed_bytes_and_folded(worlds):
+    from omstream.schemas.codec import decode_job
+    from omstream.signing import HEADER, sign
+    from tests.helpers import scripted_result
+
+    async def run(seal: Sealer | None, name: str) -> list[bytes]:
+        world = worlds(name, seal)
+        await world.loop.take(await sealed_inputs(seal, messages(8)), 1)
+        [job] = [r.value for r in world.sent if r.topic == TOPICS.jobs]
+        if seal is not None:
+            job = opened(seal, job)
+        value = encode(scripted_result(decode_job(job), ms=0))
+        if seal is not None:
+            value = await seal.seal(value, "thread:t1")  # as the model agent writes it
+        result = SimpleNamespace(topic=TOPICS.log, partition=0, offset=8, key=b"thread:t1", value=value,
+                                 headers=[(HEADER, sign(b"secret", value))], timestamp=LOG_MS / 1000)
+        before = len(world.sent)
+        await world.loop.take([result], 1)
+        out = [r.value for r in world.sent[before:]]
+        return [opened(seal, v) for v in out] if seal is not None else out
+
+    seal = sealer()
+    plain, sealed = await run(None, "plain"), await run(seal, "sealed")
+    assert sealed == plain
+    assert "data-om-observation-end" in {orjson.loads(v)["type"] for v in plain}
