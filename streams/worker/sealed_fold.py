@@ -134,16 +134,29 @@ def resource_threads(state: MemoryState | None) -> set[str]:
     return threads
 
 
+def _holds_content(state: MemoryState | None) -> bool:
+    if state is None:
+        return False
+    return bool(state.observations or state.pending or state.held or state.history or state.threads
+                or any(True for _ in state.seen))
+
+
 def deleted_owners(memory_key: str, before: MemoryState | None, events: Sequence[EventEnvelope]) -> tuple[str, ...]:
-    """The owners a record's fold deletes (its `om-memory-deleted` events), in shred order."""
+    """The owners a record's fold deletes (its `om-memory-deleted` events), in shred order.
+
+    None when the memory held nothing of what the record deletes: a deletion folded again (after
+    a crash that came between the shred and the state's store, the stored state reads as none)
+    or by a version replaying history (whose earlier records were passed over as shredded) must
+    not shred the keys the first shred left current, which seal what came after."""
     owners: list[str] = []
     for event in events:
-        if not isinstance(event, MemoryDeleted):
+        if not isinstance(event, MemoryDeleted) or not _holds_content(before):
             continue
         if not memory_key.startswith("resource:"):
             owners.append(memory_key)
         elif event.thread_id and event.data.reason == "thread-deleted":
-            owners += [content_owner(memory_key, event.thread_id, is_message=True), memory_key]
+            if event.thread_id in resource_threads(before):
+                owners += [content_owner(memory_key, event.thread_id, is_message=True), memory_key]
         else:
             threads = sorted(resource_threads(before))
             owners += [content_owner(memory_key, t, is_message=True) for t in threads]

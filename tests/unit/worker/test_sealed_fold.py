@@ -324,3 +324,19 @@ async def test_a_sealed_signed_result_is_checked_on_its_sealed_bytes_and_folded(
     plain, sealed = await run(None, "plain"), await run(seal, "sealed")
     assert sealed == plain
     assert "data-om-observation-end" in {orjson.loads(v)["type"] for v in plain}
+
+
+async def test_a_deletion_folded_again_after_its_shred_shreds_nothing_more(worlds):
+    """A crash between the shred and the state's store (or a version replaying history): the
+    deletion is folded from no state, and must not shred the keys its first fold left current."""
+    seal = sealer()
+    inputs = await sealed_inputs(seal, [*messages(3), ThreadDeleted(thread_id="t1", at=T0)])
+    first = worlds("first", seal)
+    await first.loop.take(inputs, 1)
+    await first.loop.wait_stored()
+    after = await seal.key_of("thread:t1")  # the successor, current now
+    again = worlds("again", seal)  # an empty store: what a replay, or the crash, reads
+    await again.loop.take(inputs, 1)
+    await again.loop.wait_stored()
+    assert again.loop.passed_over == 3
+    assert (await seal.key_of("thread:t1")).key_id == after.key_id
