@@ -167,10 +167,27 @@ class FoldLoop:
             return resource_threads(memories.get(memory.encode(), partition))
 
         async def load() -> None:
+            if self.sealer.ring is not None:
+                for key_id in sorted(self._stored_key_ids(batch)):
+                    await self.sealer.ring.prime(key_id)
             found.append(await batch_keys(self.sealer, batch, threads_of))
 
         await until_done("load a batch's data keys", load)
         return found[-1]
+
+    def _stored_key_ids(self, batch: Sequence[Consumed]) -> set[str]:
+        """The keys that sealed the stored core record of each memory of the batch: loaded
+        first (one written by another worker a moment ago, before a rebalance), so that the
+        fold's synchronous reads find them."""
+        ids: set[str] = set()
+        for partition, key in {(m.partition, m.key or b"") for m in batch}:
+            raw = self.table.read(partition, key) if key else None
+            if raw is not None:
+                try:
+                    ids |= self.sealer.blob_key_ids(raw)
+                except ValueError:
+                    continue  # damaged: the fold reports it (`state-unreadable`)
+        return ids
 
     async def shred(self, keys: BatchKeys) -> None:
         """After step 2: forget what the batch deleted (each owner's successor key, which the
@@ -216,3 +233,4 @@ class FoldLoop:
                 self.busy.add(key)
             else:
                 self.busy.discard(key)
+
