@@ -121,7 +121,9 @@ def event_context(event: EventEnvelope) -> bytes:
 
 
 def job_context(job: ModelJob) -> bytes:
-    return f"{job.cycle_id}:{job.kind}".encode()
+    """A job's identity: its cycle and kind, and its request's hash (a resource memory's
+    observation makes one job per batch of threads under one cycle id)."""
+    return f"{job.cycle_id}:{job.kind}:{job.request_hash}".encode()
 
 
 def resource_threads(state: MemoryState | None) -> set[str]:
