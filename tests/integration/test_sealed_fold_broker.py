@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
+import orjson
 import pytest
 
 from omstream.client import OmClient
@@ -84,3 +85,57 @@ async def _until(condition, timeout: float) -> None:
     while not await condition():
         assert asyncio.get_running_loop().time() < deadline, "timed out"
         await asyncio.sleep(0.5)
+
+
+def test_deleting_one_thread_of_a_resource_keeps_the_rest_readable(new_env):
+    """Resource scope: the deleted thread's messages are shredded, the other thread's stay, and
+    the memory's state, rewritten under the resource's next key, still reads after the shred."""
+    from omstream.storage import SEP, load_state
+    from tests.integration.options import om_options
+
+    env = new_env(options=om_options(scope="resource", observation={"messageTokens": 100_000}), partitions=1)
+    env.settings = replace(env.settings, namespace_key=KEY)
+    env.start_worker(role="fold", env={"OM_NAMESPACE_KEY": KEY})
+    topics = Topics.of(env.settings)
+    memory = "resource:u1"
+
+    async def events() -> list:
+        return await read_all(env.settings, topics.events, idle=0.3)
+
+    async def scenario():
+        async with OmClient(env.settings) as client:
+            await client.send_messages([message(i, t) for i in range(2) for t in ("t1", "t2")])
+            await _until(lambda: _count(events, b'"om-message-accepted"', 4), timeout=90)
+            await client.send_control(ThreadDeleted(thread_id="t1", resource_id="u1", at=T0))
+            await _until(lambda: _count(events, b'"om-memory-deleted"', 1), timeout=60)
+        await asyncio.sleep(1.0)  # the shred follows the send; the state's store too
+        written = await events()
+        changelog = await read_all(env.settings, topics.state_changelog(env.settings.app_id), idle=0.3)
+        sealer = sealer_of(env.settings, repair=False)
+        await sealer.start()
+        try:
+            readable: dict[str, bool] = {}
+            for r in written:
+                data = orjson.loads(r.value)
+                if data["type"] == "om-message-accepted":
+                    owner = f"thread:{memory}/{data['threadId']}"
+                    try:
+                        sealer.open(r.value, owner)
+                        readable[data["threadId"]] = True
+                    except Shredded:
+                        readable[data["threadId"]] = False
+            latest = {r.key: r.value for r in changelog}
+            stored = {k: sealer.open_blob(v, k.split(SEP, 1)[0].decode()) for k, v in latest.items() if v is not None}
+            state = load_state(stored.get, lambda p: sorted(k for k in stored if k.startswith(p)), memory.encode())
+        finally:
+            await sealer.stop()
+        return readable, state, latest
+
+    readable, state, latest = asyncio.run(scenario())
+    assert readable == {"t1": False, "t2": True}
+    assert state is not None and {m.thread_id for m in state.state.pending} == {"t2"}
+    assert all(b"[0] " not in (v or b"") for v in latest.values())
+
+
+async def _count(read, marker: bytes, n: int) -> bool:
+    return sum(marker in r.value for r in await read()) >= n
