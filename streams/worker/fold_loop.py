@@ -144,6 +144,7 @@ class FoldLoop:
         self._storing = asyncio.ensure_future(self._store_and_ack(batch, writes, self._unsaved))
         self._note(self._unsaved)
         log.debug("batch", extra={"records": len(batch), "outputs": len(records), "writes": len(writes),
+                                  "passedOver": keys.passed_over, "shredded": len(keys.shreds),
                                   "foldMs": round((folded - started) * 1000, 1),
                                   "sendMs": round((sent - folded) * 1000, 1),
                                   "waitMs": round((time.perf_counter() - sent) * 1000, 1)})

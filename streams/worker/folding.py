@@ -16,6 +16,11 @@ memory's state as it was.  A model answer that cannot be applied ends its cycle 
 instead (its `*-failed` event, error "could not apply the model's answer: ...") and is
 dead-lettered too.  A stored state that cannot be read is dead-lettered (`state-unreadable`)
 and the memory starts again.
+
+With a namespace key, `fold_record` opens each input before the limits and the decoding (the
+signature of a model result is checked on the bytes as written, sealed), passes over an input
+whose key was shredded and seals what it writes (`omstream.worker.sealed_fold`); the engine
+never sees a ciphertext.
 """
 
 from __future__ import annotations
