@@ -148,15 +148,25 @@ class Memories:
                     loaded = self._cache.get(key)
                 if loaded is None:
                     loaded = load_state(read, scan, key)
+                    if loaded is None and self._blobs is not None:
+                        self._forgotten(key, partition)
             except Exception as exc:  # noqa: BLE001 - a damaged or foreign record
                 raw = self._read(partition, key) or b""  # as stored (sealed): the dead letter's bytes
                 self.unreadable.append(UnreadableState(key, partition, f"{type(exc).__name__}: {exc}"[:2000], raw))
-                self._salvaged[key] = _salvage_seq(self._plain(key, raw))
+                self._salvaged[key] = _salvage_seq(raw) or _salvage_seq(self._plain(key, raw))
                 loaded = None
             self._loaded[key] = loaded
             if loaded is not None:
                 self._current[key] = loaded.state
         return self._current.get(key)
+
+    def _forgotten(self, key: bytes, partition: int) -> None:
+        """A stored state whose key was shredded reads as none: the memory starts again, as an
+        unreadable one does but without a dead letter, from the sequence number its sealed core
+        keeps in clear, and its records are replaced."""
+        raw = self._read(partition, key)
+        if raw is not None:
+            self._salvaged[key] = _salvage_seq(raw)
 
     def salvaged_seq(self, key: bytes) -> int:
         """The event sequence number of an unreadable stored state (0 when there is none), so

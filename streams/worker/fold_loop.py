@@ -54,7 +54,7 @@ from ..memories import Memories, StateCache, StateWrite
 from ..storage import Loaded
 from ..versions import WorkerStats
 from .folding import MAX_OUTPUT_BYTES, Consumed, FoldContext, fold_batch
-from .sealed_fold import BatchKeys, StateBlobs, batch_keys, resource_threads
+from .sealed_fold import BatchKeys, StateBlobs, batch_keys, resource_threads, unwrapped
 from .sending import OutputRecord, Sender, until_done
 
 __all__ = ["FoldLoop", "StateTable"]
@@ -185,7 +185,7 @@ class FoldLoop:
             raw = self.table.read(partition, key) if key else None
             if raw is not None:
                 try:
-                    ids |= self.sealer.blob_key_ids(raw)
+                    ids |= self.sealer.blob_key_ids(unwrapped(raw))
                 except ValueError:
                     continue  # damaged: the fold reports it (`state-unreadable`)
         return ids

@@ -39,11 +39,15 @@ if TYPE_CHECKING:
     from omstream.schemas.jobs import ModelJob
 
 __all__ = ["BatchKeys", "StateBlobs", "batch_keys", "deleted_owners", "event_context", "event_owner", "input_owner",
-           "job_context", "resource_threads"]
+           "job_context", "resource_threads",
+           "unwrapped"]
 
 log = logging.getLogger("omstream.worker")
 
 _SEP = b"\x00"
+#: A sealed core record: `{"seq":<n>,"sealed":"om1d:..."}`.
+_CORE_SEALED = "sealed"
+_CORE_HEAD = b'{"seq":'
 _DELETIONS = ("thread-deleted", "resource-deleted")
 
 
@@ -220,6 +224,17 @@ def _deleted_thread_owner(memory_key: str, value: bytes | None) -> str:
     return owner if owner != memory_key else ""
 
 
+def unwrapped(raw: bytes) -> bytes:
+    """A state record's sealed blob (a core record wraps its own with its sequence number)."""
+    if not raw.startswith(_CORE_HEAD):
+        return raw
+    try:
+        blob = orjson.loads(raw).get(_CORE_SEALED)
+    except orjson.JSONDecodeError:
+        return raw  # damaged: reading it reports it (`state-unreadable`)
+    return orjson.dumps(blob) if isinstance(blob, str) else raw
+
+
 class StateBlobs:
     """The state table's records sealed whole under their memory's key (the record key is the
     context, so a refold writes the same bytes), opened when read.  A record whose key was
@@ -238,7 +253,7 @@ class StateBlobs:
         if raw is None or not self.keys.enabled:
             return raw
         try:
-            return self.keys.sealer.open_blob(raw, self.memory_of(record_key))
+            return self.keys.sealer.open_blob(unwrapped(raw), self.memory_of(record_key))
         except Shredded:
             return None
 
@@ -249,4 +264,10 @@ class StateBlobs:
         if not self.keys.enabled:
             return raw
         key = self.keys.key(self.memory_of(record_key))
-        return self.keys.sealer.seal_blob(raw, key, context=record_key)
+        sealed = self.keys.sealer.seal_blob(raw, key, context=record_key)
+        if _SEP in record_key or sealed is raw:
+            return sealed
+        # The core keeps its event sequence number in clear: a memory whose key was shredded
+        # starts again from it, so that its new events never reuse an event id.
+        seq = orjson.loads(raw).get("seq", 0)
+        return b'{"seq":%d,"%s":%s}' % (seq if isinstance(seq, int) else 0, _CORE_SEALED.encode(), sealed)

@@ -91,6 +91,7 @@ def test_deleting_one_thread_of_a_resource_keeps_the_rest_readable(new_env):
     """Resource scope: the deleted thread's messages are shredded, the other thread's stay, and
     the memory's state, rewritten under the resource's next key, still reads after the shred."""
     from omstream.storage import SEP, load_state
+    from omstream.worker.sealed_fold import unwrapped
     from tests.integration.options import om_options
 
     env = new_env(options=om_options(scope="resource", observation={"messageTokens": 100_000}), partitions=1)
@@ -125,7 +126,8 @@ def test_deleting_one_thread_of_a_resource_keeps_the_rest_readable(new_env):
                     except Shredded:
                         readable[data["threadId"]] = False
             latest = {r.key: r.value for r in changelog}
-            stored = {k: sealer.open_blob(v, k.split(SEP, 1)[0].decode()) for k, v in latest.items() if v is not None}
+            stored = {k: sealer.open_blob(unwrapped(v), k.split(SEP, 1)[0].decode())
+                      for k, v in latest.items() if v is not None}
             state = load_state(stored.get, lambda p: sorted(k for k in stored if k.startswith(p)), memory.encode())
         finally:
             await sealer.stop()

@@ -340,3 +340,27 @@ async def test_a_deletion_folded_again_after_its_shred_shreds_nothing_more(world
     await again.loop.wait_stored()
     assert again.loop.passed_over == 3
     assert (await seal.key_of("thread:t1")).key_id == after.key_id
+
+
+async def test_a_state_whose_key_was_shredded_starts_again_from_its_sequence_number(worlds):
+    """Another version, or a crash between the shred and the store: the stored state reads as
+    none (no dead letter), and the memory's new events continue its sequence numbers."""
+    seal = sealer()
+    world = worlds("w", seal)
+    await world.loop.take(await sealed_inputs(seal, messages(3)), 1)
+    await world.loop.wait_stored()
+    seq = max(orjson.loads(r.value)["seq"] for r in world.sent if r.topic == TOPICS.events)
+    core = world.store.read(0, b"thread:t1")
+    assert core is not None and core.startswith(b'{"seq":%d,' % seq) and WORD not in core
+    await seal.shred("thread:t1")
+    sent = len(world.sent)
+    later = consumed(3, await seal.seal(encode(message(3)), "thread:t1"), b"thread:t1")
+    await world.loop.take([later], 2)  # a new generation: read from the store
+    await world.loop.wait_stored()
+    outputs = [orjson.loads(opened(seal, r.value)) for r in world.sent[sent:] if r.topic == TOPICS.events]
+    assert TOPICS.dlq not in {r.topic for r in world.sent[sent:]}
+    assert outputs and min(o["seq"] for o in outputs) == seq + 1
+    blobs = StateBlobs(BatchKeys(seal))
+    back = load_state(lambda k: blobs.open(k, world.store.read(0, k)), lambda p: world.store.scan(0, p),
+                      b"thread:t1")
+    assert back is not None and back.state.pending_ids == ("t1-m3",)
