@@ -234,4 +234,3 @@ class FoldLoop:
                 self.busy.add(key)
             else:
                 self.busy.discard(key)
-
