@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import orjson
 
@@ -23,6 +23,24 @@ from omstream.schemas.errors import OmError
 from .storage import Encodings, Loaded, Read, Scan, changed_records, load_state, part_keys, plan_writes
 
 __all__ = ["Memories", "StateCache", "StateWrite", "TooLarge", "UnreadableState"]
+
+
+class Blobs(Protocol):
+    """How the state's records are sealed and opened (`omstream.worker.sealed_fold.StateBlobs`):
+    `open` gives None for a record whose key was shredded."""
+
+    def open(self, record_key: bytes, raw: bytes | None) -> bytes | None: ...
+
+    def seal(self, record_key: bytes, raw: bytes) -> bytes: ...
+
+    def rolled(self, memory_key: bytes) -> bool:
+        """Whether the memory's records are sealed under its successor key from this batch on."""
+        ...
+
+
+#: A sealed record may be this much larger than its plain bytes (base64 of the JSON string of
+#: the bytes read as latin-1: 4/3 of up to twice as many), plus its envelope's header.
+_SEALED_GROWTH, _ENVELOPE_BYTES = 8 / 3, 128
 
 
 class StateWrite(NamedTuple):
@@ -85,12 +103,18 @@ class Memories:
     `read(partition, key)` and `scan(partition, prefix)` read the local store of a partition;
     `cache` has memories as the store has them, and `unsaved` the memories of a batch whose
     writes are still on their way to the store (they come first, then the cache, then the store).
+    `blobs` (None: plain) opens each record read and seals each written; the size limit is
+    then the plain bytes' that seal within `limit`.
     """
 
     def __init__(self, read: Callable[[int, bytes], bytes | None],
                  scan: Callable[[int, bytes], Iterable[bytes]], limit: int,
-                 cache: StateCache | None = None, unsaved: dict[bytes, Loaded] | None = None) -> None:
+                 cache: StateCache | None = None, unsaved: dict[bytes, Loaded] | None = None,
+                 blobs: Blobs | None = None) -> None:
         self._read, self._scan, self.limit = read, scan, limit
+        self._blobs = blobs
+        if blobs is not None:
+            self.limit = int((limit - _ENVELOPE_BYTES) / _SEALED_GROWTH)
         self._cache, self._unsaved = cache, unsaved or {}
         self._stored: dict[bytes, Loaded] = {}
         self._loaded: dict[bytes, Loaded | None] = {}
@@ -104,6 +128,8 @@ class Memories:
     def _reader(self, partition: int) -> tuple[Read, Scan]:
         # Not closures over `self`: a cached memory's `seen` keeps its reader, and must not keep
         # the whole batch (its encodings) alive with it.
+        if self._blobs is not None:
+            return partial(_opened, self._read, self._blobs, partition), partial(self._scan, partition)
         return partial(self._read, partition), partial(self._scan, partition)
 
     def get(self, key: bytes, partition: int) -> MemoryState | None:
@@ -122,15 +148,25 @@ class Memories:
                     loaded = self._cache.get(key)
                 if loaded is None:
                     loaded = load_state(read, scan, key)
+                    if loaded is None and self._blobs is not None:
+                        self._forgotten(key, partition)
             except Exception as exc:  # noqa: BLE001 - a damaged or foreign record
-                raw = read(key) or b""
+                raw = self._read(partition, key) or b""  # as stored (sealed): the dead letter's bytes
                 self.unreadable.append(UnreadableState(key, partition, f"{type(exc).__name__}: {exc}"[:2000], raw))
-                self._salvaged[key] = _salvage_seq(raw)
+                self._salvaged[key] = _salvage_seq(raw) or _salvage_seq(self._plain(key, raw))
                 loaded = None
             self._loaded[key] = loaded
             if loaded is not None:
                 self._current[key] = loaded.state
         return self._current.get(key)
+
+    def _forgotten(self, key: bytes, partition: int) -> None:
+        """A stored state whose key was shredded reads as none: the memory starts again, as an
+        unreadable one does but without a dead letter, from the sequence number its sealed core
+        keeps in clear, and its records are replaced."""
+        raw = self._read(partition, key)
+        if raw is not None:
+            self._salvaged[key] = _salvage_seq(raw)
 
     def salvaged_seq(self, key: bytes) -> int:
         """The event sequence number of an unreadable stored state (0 when there is none), so
@@ -161,17 +197,39 @@ class Memories:
             if key in self._salvaged:
                 # An unreadable memory starts again: nothing of the old one is kept.
                 phases[0] += [StateWrite(partition, k, None) for k in scan(part_keys(key))]
+            elif self._blobs is not None and self._blobs.rolled(key):
+                # Its key is about to be shredded: every record it keeps is written again under
+                # the successor key (as a version-1 record is: whole, its seen ids included).
+                phases[0] += [StateWrite(partition, k, None) for k in scan(part_keys(key))]
+                keeps = loaded is not None and state.seen.base is loaded.state.seen.base
+                loaded = Loaded(loaded.state, legacy=True) if keeps and loaded is not None else None
             plan = plan_writes(key, loaded, state, self._encoded, read, scan)
             phases[0] += [StateWrite(partition, k, v) for k, v in plan.pieces]
             phases[1].append(StateWrite(partition, *plan.core))
             phases[2] += [StateWrite(partition, k, v) for k, v in plan.obsolete]
             self._stored[key] = plan.stored
-        return [write for phase in phases for write in phase]
+        writes = [write for phase in phases for write in phase]
+        if self._blobs is None:
+            return writes
+        seal = self._blobs.seal
+        return [w if w.value is None else StateWrite(w.partition, w.key, seal(w.key, w.value)) for w in writes]
+
+    def _plain(self, key: bytes, raw: bytes) -> bytes:
+        if self._blobs is None:
+            return raw
+        try:
+            return self._blobs.open(key, raw) or b""
+        except Exception:  # noqa: BLE001 - damaged: nothing to salvage
+            return b""
 
     def stored(self) -> dict[bytes, Loaded]:
         """The batch's memories as the store has them once `writes()` are written (the next
         batch's `unsaved` until then, and the worker's `StateCache`)."""
         return self._stored
+
+
+def _opened(read: Callable[[int, bytes], bytes | None], blobs: Blobs, partition: int, key: bytes) -> bytes | None:
+    return blobs.open(key, read(partition, key))
 
 
 def _salvage_seq(raw: bytes) -> int:

@@ -45,6 +45,7 @@ from omstream.models.cache import ResultCache, answer_from
 from omstream.schemas.jobs import ModelJob, ModelResult
 
 from .. import kafka
+from ..crypto.sealing import sealer_of
 from ..limits import Limits
 from ..memories import StateWrite
 from ..settings import Settings
@@ -226,6 +227,7 @@ async def bulk_replay(settings: Settings, *, progress: Callable[[int, int], Any]
                               max_batch_size=512 * 1024, max_request_size=4 * 1024 * 1024)
     consumer = kafka.group_reader(settings, settings.app_id, max_poll_records=_FETCH_RECORDS,
                                   max_partition_fetch_bytes=4 * 1024 * 1024, fetch_max_bytes=16 * 1024 * 1024)
+    sealer = sealer_of(settings)  # PLAIN without a namespace key
     await producer.start()
     try:
         writer = BatchWriter(producer, counts)
@@ -235,6 +237,7 @@ async def bulk_replay(settings: Settings, *, progress: Callable[[int, int], Any]
                                    for r in records])
 
         answers = CachedAnswers(settings, config, cache, send, stats)
+        await sealer.start()
         await cache.start()
         await consumer.start()
         tps = [TopicPartition(topics.log, p) for p in range(counts[topics.log])]
@@ -242,7 +245,7 @@ async def bulk_replay(settings: Settings, *, progress: Callable[[int, int], Any]
         ends = await consumer.end_offsets(tps)
         starts = await _positions(consumer, tps)
         deferred = await _deferred(consumer, tps, starts, ends, settings.version)
-        folds = {tp.partition: BulkFold(ctx, tp.partition, answers, deferred[tp.partition]) for tp in tps}
+        folds = {tp.partition: BulkFold(ctx, tp.partition, answers, deferred[tp.partition], sealer) for tp in tps}
         total = sum(ends[tp] - starts[tp] for tp in tps)
         read = await _fold_all(consumer, tps, ends, folds, writer, total, progress)
         for fold in folds.values():
@@ -264,6 +267,7 @@ async def bulk_replay(settings: Settings, *, progress: Callable[[int, int], Any]
         await consumer.stop()
         await producer.stop()
         await cache.stop()
+        await sealer.stop()
     result = BulkResult(records=read, memories=memories, answers=sum(f.answered for f in folds.values()),
                         model_calls=stats.model_calls, cache_hits=stats.cache_hits,
                         seconds=round(time.monotonic() - started, 2), ends={tp.partition: ends[tp] for tp in tps})

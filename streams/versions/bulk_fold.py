@@ -27,6 +27,12 @@ that offset (`inputOffset`); live they carry the offset the answer got at the lo
 `Answers` answers a job (`omstream.versions.bulk` has the cache and the model calls); None
 means this very cycle's answer is on the log already, so the memory is deferred and folds that
 record where the log has it.
+
+With a namespace key (`sealer`), records are opened as the live fold opens them (a record of a
+shredded memory is passed over) and the outputs and states sealed as it seals them
+(`omstream.worker.sealed_fold`), but a bulk replay never shreds: the deletions it reads were
+shredded when the live version folded them, and the keys they left current belong to what came
+after.
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ from typing import Protocol
 
 import orjson
 
+from omstream.crypto.errors import CryptoError
+from omstream.crypto.sealing import PLAIN, Sealer
 from omstream.engine.fold import Input, addressed, holds
 from omstream.schemas.codec import DecodeFailure, decode_input, encode
 from omstream.schemas.jobs import ModelResult
@@ -45,6 +53,7 @@ from omstream.schemas.jobs import ModelResult
 from ..memories import Memories, StateWrite
 from ..signing import HEADER, sign
 from ..worker.folding import MAX_OUTPUT_BYTES, FoldContext, Outcome, fold_record
+from ..worker.sealed_fold import BatchKeys, StateBlobs, batch_keys
 from ..worker.sending import OutputRecord
 
 __all__ = ["Answers", "BulkFold", "Record", "folds_as_live"]
@@ -88,10 +97,14 @@ class BulkFold:
     `take_outputs` as it grows.  `writes` are the memories' state records, in the worker's
     layout (`Memories.writes`)."""
 
-    def __init__(self, ctx: FoldContext, partition: int, answers: Answers, deferred: set[bytes]) -> None:
+    def __init__(self, ctx: FoldContext, partition: int, answers: Answers, deferred: set[bytes],
+                 sealer: Sealer = PLAIN) -> None:
         self.ctx, self.partition, self.answers = ctx, partition, answers
+        # Every key resolved so far (the states are sealed with them at the end); never rolled.
+        self.keys = BatchKeys(sealer, shredding=False)
         # A new version: nothing stored to read.
-        self.memories = Memories(lambda _p, _k: None, lambda _p, _prefix: (), MAX_OUTPUT_BYTES)
+        self.memories = Memories(lambda _p, _k: None, lambda _p, _prefix: (), MAX_OUTPUT_BYTES,
+                                 blobs=StateBlobs(self.keys) if sealer.enabled else None)
         self._jobs: dict[bytes, deque[bytes]] = {}  # memory key -> its jobs not answered yet, in order
         self._deferred = set(deferred)  # memory keys folded as live (see the module docstring)
         self.outputs: list[OutputRecord] = []
@@ -103,9 +116,17 @@ class BulkFold:
         pending jobs would have answered before it (see the module docstring)."""
         self.records += 1
         key = record.key or b""
+        if self.keys.enabled:
+            found = await batch_keys(self.keys.sealer, [record], shredding=False)
+            self.keys.current.update(found.current)
         if self._jobs.get(key) and key not in self._deferred:
             await self._before(key, record)
-        self._take(fold_record(self.ctx, record, self.memories))
+        self._take(fold_record(self.ctx, record, self.memories, self.keys))
+
+    @property
+    def passed_over(self) -> int:
+        """Records of shredded memories passed over."""
+        return self.keys.passed_over
 
     async def finish(self) -> None:
         """Answer every job still waiting (the deferred memories' and the last ones')."""
@@ -122,7 +143,11 @@ class BulkFold:
         return self.memories.writes()
 
     async def _before(self, key: bytes, record: Record) -> None:
-        decoded = decode_input(record.value)
+        try:
+            value = self.keys.open_input(key.decode("utf-8", "replace"), record.value)
+        except CryptoError:
+            return  # passed over or dead-lettered by `fold_record`: the state does not change
+        decoded = decode_input(value)
         if isinstance(decoded, DecodeFailure) or (isinstance(decoded, ModelResult)
                                                    and not addressed(decoded, self.ctx.config)):
             return  # dead-lettered or another version's: the memory's state does not change
@@ -141,6 +166,8 @@ class BulkFold:
         """Answer the memory's next job and fold the answer; False when the log has the answer
         (the memory is deferred: it folds that record where the log has it)."""
         job = self._jobs[key].popleft()
+        if self.keys.enabled:  # sealed by `fold_record` under the memory's key, just now
+            job = self.keys.sealer.open(job, key.decode()) or job
         result = await self.answers.answer(job)
         if result is None:
             self._deferred.add(key)
@@ -162,7 +189,7 @@ class BulkFold:
         # takes the memory's own position, so it is shown a state without one.
         self.memories.put(key, state.model_copy(update={"offsets": {
             t: o for t, o in state.offsets.items() if t != topic}}))
-        outcome = fold_record(self.ctx, record, self.memories)
+        outcome = fold_record(self.ctx, record, self.memories, self.keys)
         if outcome.state is None:
             self.memories.put(key, state)
         self.answered += 1

@@ -34,6 +34,7 @@ from omstream.models.capabilities import takes_attachments
 from omstream.schemas.jobs import ModelJob, ModelResult
 
 from ..backlog import Backlog, Intake
+from ..crypto.sealing import sealer_of
 from ..limits import Limits
 from ..memories import StateCache
 from ..settings import Settings
@@ -138,12 +139,13 @@ def _add_fold_agent(app: WorkerApp, settings: Settings, config: EngineConfig, ke
     )
     intake = Intake(Backlog(BACKLOG_RECORDS, BACKLOG_BYTES))
     app.taps[topics.log] = intake.put
+    sealer = sealer_of(settings)  # PLAIN without a namespace key; its ring repairs (worker)
     folds = FoldLoop(
         FoldContext(settings, topics, config, Limits.from_settings(settings), key_for_results, settings.thread_filter,
                     settings.resource_filter),
         sender, StateStore(TableChangelog(app, state_table), TableFiles(state_table)),
         StateCache(settings.state_cache), lambda message: app.consumer.ack(cast(Message, message)),
-        stats=stats, busy=intake.busy)
+        stats=stats, busy=intake.busy, sealer=sealer)
 
     app.settle = folds.settle  # what a revocation waits for (`WorkerApp`)
 
@@ -164,9 +166,13 @@ def _add_fold_agent(app: WorkerApp, settings: Settings, config: EngineConfig, ke
         if settings.role == "fold":  # an `all` worker registers once its model agent is ready
             await until_done("register the version", lambda: register(settings, version_info(settings)))
             log.info("fold agent ready", extra={"version": settings.version, "foldMode": settings.fold_mode})
-        await folds.run(flowing(intake.batches(settings.batch_max, settings.memory_batch_max,
-                                               settings.batch_wait_ms / 1000, lambda: app.consumer_generation_id)),
-                        lambda: app.consumer_generation_id)
+        await until_done("start the key ring", sealer.start)
+        try:
+            await folds.run(flowing(intake.batches(settings.batch_max, settings.memory_batch_max,
+                                                   settings.batch_wait_ms / 1000, lambda: app.consumer_generation_id)),
+                            lambda: app.consumer_generation_id)
+        finally:
+            await sealer.stop()
 
 
 def _add_model_agent(app: WorkerApp, settings: Settings, config: EngineConfig, key_for_results: bytes,

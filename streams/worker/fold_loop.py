@@ -16,6 +16,11 @@ one memory, a memory holding more inputs than that in batches of its own after t
    broker has them, and only then to the local RocksDB (`omstream.worker.table.StateStore`);
 4. **ack**: acks the batch's records (their offsets may be committed).
 
+With a namespace key (`sealer`), the batch's keys are loaded before step 1 (the fold opens its
+inputs and seals its outputs and states with them, `omstream.worker.sealed_fold`), and the
+memories the batch deleted are shredded right after step 2, once their `om-memory-deleted`
+events are in `<ns>.events`.
+
 Steps 3 and 4 run while the next batch goes through steps 1 and 2: that batch folds the
 memories from what step 3 is storing (`Memories(unsaved=...)`), and from a cache of the
 memories last stored (`StateCache`) instead of reading them back.  Stores stay in batch order:
@@ -41,12 +46,15 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterable, Callable, Sequence
+from functools import partial
 from typing import Any, Protocol
 
+from ..crypto.sealing import PLAIN, Sealer
 from ..memories import Memories, StateCache, StateWrite
 from ..storage import Loaded
 from ..versions import WorkerStats
 from .folding import MAX_OUTPUT_BYTES, Consumed, FoldContext, fold_batch
+from .sealed_fold import BatchKeys, StateBlobs, batch_keys, resource_threads, unwrapped
 from .sending import OutputRecord, Sender, until_done
 
 __all__ = ["FoldLoop", "StateTable"]
@@ -80,9 +88,10 @@ class FoldLoop:
     """
 
     def __init__(self, context: FoldContext, sender: Sender, table: StateTable, cache: StateCache, ack: Ack,
-                 *, stats: WorkerStats, busy: set[Any]) -> None:
+                 *, stats: WorkerStats, busy: set[Any], sealer: Sealer = PLAIN) -> None:
         self.context, self.sender, self.table, self.cache = context, sender, table, cache
-        self._ack, self.stats, self.busy = ack, stats, busy
+        self._ack, self.stats, self.busy, self.sealer = ack, stats, busy, sealer
+        self.passed_over = 0  # inputs of shredded memories passed over
         self._generation: int | None = None  # the consumer generation `cache` and `_unsaved` belong to
         self._storing: asyncio.Future[None] | None = None  # the previous batch's store and ack
         self._unsaved: dict[bytes, Loaded] = {}  # the memories it is storing, as they will be stored
@@ -118,10 +127,15 @@ class FoldLoop:
             await self.wait_stored()
             self.cache.clear()
             self._unsaved, self._generation = {}, generation
-        memories = Memories(self.table.read, self.table.scan, MAX_OUTPUT_BYTES, self.cache, self._unsaved)
-        records = self.fold(batch, memories)
+        blobs = StateBlobs(BatchKeys(self.sealer)) if self.sealer.enabled else None
+        memories = Memories(self.table.read, self.table.scan, MAX_OUTPUT_BYTES, self.cache, self._unsaved, blobs)
+        keys = await self.keys_of(batch, memories)
+        if blobs is not None:
+            blobs.keys = keys
+        records = self.fold(batch, memories, keys)
         folded = time.perf_counter()
         await self.send(records)
+        await self.shred(keys)
         sent = time.perf_counter()
         writes, self._unsaved = memories.writes(), memories.stored()
         # The next batch is folded and sent (from `_unsaved`) while this one is stored; the
@@ -130,16 +144,57 @@ class FoldLoop:
         self._storing = asyncio.ensure_future(self._store_and_ack(batch, writes, self._unsaved))
         self._note(self._unsaved)
         log.debug("batch", extra={"records": len(batch), "outputs": len(records), "writes": len(writes),
+                                  "passedOver": keys.passed_over, "shredded": len(keys.shreds),
                                   "foldMs": round((folded - started) * 1000, 1),
                                   "sendMs": round((sent - folded) * 1000, 1),
                                   "waitMs": round((time.perf_counter() - sent) * 1000, 1)})
 
-    def fold(self, batch: Sequence[Consumed], memories: Memories) -> list[OutputRecord]:
+    def fold(self, batch: Sequence[Consumed], memories: Memories, keys: BatchKeys | None = None) -> list[OutputRecord]:
         """Step 1: the batch's outputs; the new states stay in `memories`.
 
         Inline, not in a thread: measured, a thread made each batch's fold several times slower
         (it fights the event loop for the GIL), and `batch_max` bounds the stall."""
-        return fold_batch(self.context, batch, memories)
+        records = fold_batch(self.context, batch, memories, keys)
+        if keys is not None:
+            self.passed_over += keys.passed_over
+        return records
+
+    async def keys_of(self, batch: Sequence[Consumed], memories: Memories) -> BatchKeys:
+        """Before step 1: the data keys the batch opens and seals with (retried: the key ring
+        may be catching up with a restarting broker)."""
+        found: list[BatchKeys] = []
+
+        def threads_of(memory: str, partition: int) -> set[str]:
+            return resource_threads(memories.get(memory.encode(), partition))
+
+        async def load() -> None:
+            if self.sealer.ring is not None:
+                for key_id in sorted(self._stored_key_ids(batch)):
+                    await self.sealer.ring.prime(key_id)
+            found.append(await batch_keys(self.sealer, batch, threads_of))
+
+        await until_done("load a batch's data keys", load)
+        return found[-1]
+
+    def _stored_key_ids(self, batch: Sequence[Consumed]) -> set[str]:
+        """The keys that sealed the stored core record of each memory of the batch: loaded
+        first (one written by another worker a moment ago, before a rebalance), so that the
+        fold's synchronous reads find them."""
+        ids: set[str] = set()
+        for partition, key in {(m.partition, m.key or b"") for m in batch}:
+            raw = self.table.read(partition, key) if key else None
+            if raw is not None:
+                try:
+                    ids |= self.sealer.blob_key_ids(unwrapped(raw))
+                except ValueError:
+                    continue  # damaged: the fold reports it (`state-unreadable`)
+        return ids
+
+    async def shred(self, keys: BatchKeys) -> None:
+        """After step 2: forget what the batch deleted (each owner's successor key, which the
+        batch sealed what the memory keeps with, becomes current)."""
+        for owner in keys.shreds:
+            await until_done("shred a deleted memory's key", partial(self.sealer.shred, owner))
 
     async def send(self, records: Sequence[OutputRecord]) -> None:
         """Step 2: the batch's outputs, until the broker has every one."""

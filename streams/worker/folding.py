@@ -16,6 +16,11 @@ memory's state as it was.  A model answer that cannot be applied ends its cycle 
 instead (its `*-failed` event, error "could not apply the model's answer: ...") and is
 dead-lettered too.  A stored state that cannot be read is dead-lettered (`state-unreadable`)
 and the memory starts again.
+
+With a namespace key, `fold_record` opens each input before the limits and the decoding (the
+signature of a model result is checked on the bytes as written, sealed), passes over an input
+whose key was shredded and seals what it writes (`omstream.worker.sealed_fold`); the engine
+never sees a ciphertext.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
+from omstream.crypto.errors import Shredded, Tampered
 from omstream.engine.fold import EngineConfig, Input, addressed, fold, holds, new_state
 from omstream.engine.state import MemoryState
 from omstream.schemas.codec import DecodeFailure, decode_input, encode
@@ -42,6 +48,7 @@ from ..memories import Memories, TooLarge
 from ..settings import Settings
 from ..signing import signed
 from ..topics import Topics
+from .sealed_fold import BatchKeys, deleted_owners, event_context, event_owner, job_context
 from .sending import OutputRecord
 
 __all__ = ["MAX_OUTPUT_BYTES", "Consumed", "FoldContext", "Outcome", "dead_letter", "fold_batch", "fold_record",
@@ -91,6 +98,7 @@ class Outcome:
     records: list[OutputRecord] = field(default_factory=list)
     key: bytes = b""
     state: MemoryState | None = None
+    shreds: tuple[str, ...] = ()  # the owners the record deleted (`omstream.worker.sealed_fold`)
 
 
 class _Refused(OmError):
@@ -135,7 +143,7 @@ def _log_time(message: Consumed) -> datetime | None:
     return datetime.fromtimestamp(ms / 1000, UTC) if ms is not None else None
 
 
-def fold_record(ctx: FoldContext, message: Consumed, memories: Memories) -> Outcome:
+def fold_record(ctx: FoldContext, message: Consumed, memories: Memories, keys: BatchKeys | None = None) -> Outcome:
     """Everything the fold agent does for one record, except the I/O; never raises.
 
     `memories` holds the states of the batch the record belongs to.  Any failure to decode,
@@ -143,9 +151,21 @@ def fold_record(ctx: FoldContext, message: Consumed, memories: Memories) -> Outc
     `MAX_OUTPUT_BYTES`, dead-letters the record and leaves the memory's state as it was; a model
     result that cannot be applied ends its cycle with the cycle's failed event instead (and is
     dead-lettered too), so no cycle waits for it forever.
+
+    `keys` (None: plain) opens a sealed input and seals the outputs; an input whose key was
+    shredded is passed over (its memory was deleted), one that does not authenticate is
+    dead-lettered (`invalid`).
     """
+    keys = keys if keys is not None else BatchKeys()
     try:
-        return _fold_checked(ctx, message, memories)
+        return _fold_checked(ctx, message, memories, keys)
+    except Shredded:
+        keys.passed_over += 1
+        log.info("passed over a record of a deleted memory", extra={"offset": message.offset})
+        return Outcome()
+    except Tampered:
+        return refuse(ctx.topics.dlq, message, "invalid", "a sealed record that does not authenticate "
+                      "(edited, truncated or moved to another memory)")
     except _Refused as refused:
         return refuse(ctx.topics.dlq, message, refused.code, refused.reason)
     except Exception as exc:  # noqa: BLE001 - nothing may stop the fold agent
@@ -153,12 +173,16 @@ def fold_record(ctx: FoldContext, message: Consumed, memories: Memories) -> Outc
         return refuse(ctx.topics.dlq, message, "fold-error", f"{type(exc).__name__}: {exc}"[:2000])
 
 
-def fold_batch(ctx: FoldContext, messages: Iterable[Consumed], memories: Memories) -> list[OutputRecord]:
+def fold_batch(ctx: FoldContext, messages: Iterable[Consumed], memories: Memories,
+               keys: BatchKeys | None = None) -> list[OutputRecord]:
     """Fold a batch of records in log order: the records to send; the memories' new states stay
-    in `memories` (`memories.writes()` is what to store).  Never raises."""
+    in `memories` (`memories.writes()` is what to store), the owners to shred in `keys.shreds`.
+    Never raises."""
     records: list[OutputRecord] = []
     for message in messages:
-        outcome = fold_record(ctx, message, memories)
+        outcome = fold_record(ctx, message, memories, keys)
+        if keys is not None:
+            keys.roll(outcome.shreds)  # the batch's later outputs of these owners: their successors
         records += outcome.records
         if outcome.state is not None:
             memories.put(outcome.key, outcome.state)
@@ -174,11 +198,14 @@ def fold_batch(ctx: FoldContext, messages: Iterable[Consumed], memories: Memorie
     return records
 
 
-def _fold_checked(ctx: FoldContext, message: Consumed, memories: Memories) -> Outcome:
-    violation = check_raw(message.value, ctx.limits)
+def _fold_checked(ctx: FoldContext, message: Consumed, memories: Memories, keys: BatchKeys) -> Outcome:
+    # Opened first: the limits are the content's, with or without encryption.  The memory key
+    # is the record's key; a wrong one fails to open (`Tampered`) or is refused below.
+    value = keys.open_input((message.key or b"").decode("utf-8", "replace"), message.value)
+    violation = check_raw(value, ctx.limits)
     if violation is not None:
         raise _Refused(violation.code, violation.reason)
-    record = decode_input(message.value)
+    record = decode_input(value)
     if isinstance(record, DecodeFailure):
         raise _Refused(record.code, record.reason)
     key = _checked_key(ctx, message, record)
@@ -209,11 +236,11 @@ def _fold_checked(ctx: FoldContext, message: Consumed, memories: Memories) -> Ou
         if violation is not None:
             raise _Refused(violation.code, violation.reason)
     try:
-        return _fold_outcome(ctx, message, kbytes, state, record, memories)
+        return _fold_outcome(ctx, message, kbytes, state, record, memories, keys)
     except Exception as exc:
         if not isinstance(record, ModelResult) or not record.ok:
             raise
-        return _fail_result(ctx, message, kbytes, state, record, exc, memories)
+        return _fail_result(ctx, message, kbytes, state, record, exc, memories, keys)
 
 
 def _new_memory(key: str, record: Input, seq: int) -> MemoryState:
@@ -249,12 +276,19 @@ def _checked_key(ctx: FoldContext, message: Consumed, record: Input) -> str:
 
 
 def _fold_outcome(ctx: FoldContext, message: Consumed, kbytes: bytes, state: MemoryState, record: Input,
-                  memories: Memories) -> Outcome:
-    """Fold, encode every output and check its size (and the state's) before anything is sent."""
+                  memories: Memories, keys: BatchKeys) -> Outcome:
+    """Fold, encode (and seal) every output and check its size (and the state's) before
+    anything is sent."""
     folded = fold(state, record, ctx.config, log_time=_log_time(message))
     topics = ctx.topics
-    records = [OutputRecord(topics.events, kbytes, encode(e)) for e in _stamped(folded.events, message.offset)]
-    records += [OutputRecord(topics.jobs, kbytes, encode(j)) for j in folded.jobs]
+    key = kbytes.decode()
+    events = _stamped(folded.events, message.offset)
+    # A deletion's own outputs already use the successor keys of what it deletes.
+    shreds = deleted_owners(key, state, events) if keys.enabled and keys.shredding else ()
+    records = [OutputRecord(topics.events, kbytes, keys.seal_output(
+        encode(e), event_owner(key, e), event_context(e), shreds)) for e in events]
+    records += [OutputRecord(topics.jobs, kbytes, keys.seal_output(encode(j), key, job_context(j), shreds))
+                for j in folded.jobs]
     records += [OutputRecord(topics.dlq, kbytes, encode(dead_letter(message, "conflict", refused.reason)))
                 for refused in folded.rejected]
     for topic, _, value in records:
@@ -269,11 +303,11 @@ def _fold_outcome(ctx: FoldContext, message: Consumed, kbytes: bytes, state: Mem
         memories.check(kbytes, state, after)
     except TooLarge as exc:
         raise _Refused("output-too-large", str(exc)) from None
-    return Outcome(records, kbytes, after)
+    return Outcome(records, kbytes, after, shreds)
 
 
 def _fail_result(ctx: FoldContext, message: Consumed, kbytes: bytes, state: MemoryState, result: ModelResult,
-                 exc: Exception, memories: Memories) -> Outcome:
+                 exc: Exception, memories: Memories, keys: BatchKeys) -> Outcome:
     """A model answer the fold could not apply: end its cycle as failed, dead-letter the answer."""
     code: DeadLetterCode = exc.code if isinstance(exc, _Refused) else "fold-error"
     reason = exc.reason if isinstance(exc, _Refused) else f"{type(exc).__name__}: {exc}"
@@ -283,6 +317,6 @@ def _fail_result(ctx: FoldContext, message: Consumed, kbytes: bytes, state: Memo
     failed = result.model_copy(update={
         "ok": False, "output": None, "error_code": code,
         "error": f"could not apply the model's answer: {reason}"[:2000]})
-    outcome = _fold_outcome(ctx, message, kbytes, state, failed, memories)
+    outcome = _fold_outcome(ctx, message, kbytes, state, failed, memories, keys)
     dead = refuse(ctx.topics.dlq, message, code, f"model result not applied ({reason})"[:2000])
-    return Outcome(dead.records + outcome.records, outcome.key, outcome.state)
+    return Outcome(dead.records + outcome.records, outcome.key, outcome.state, outcome.shreds)

@@ -76,3 +76,12 @@ class MemoryRing:
                 self.topic.append(DK + p.key_id, None)
         self.topic.shred(memory_key, epoch)
         self._reread()
+
+    async def successor_key(self, memory_key: str):  # noqa: ANN201 - DataKey
+        found = self.book.current(memory_key, 1)
+        if found is None:
+            self.topic.propose(self.keys, memory_key, self.book.epoch(memory_key) + 1)
+            self._reread()
+            found = self.book.current(memory_key, 1)
+        assert found is not None
+        return self.book.key(found.key_id)
