@@ -56,12 +56,14 @@ from .folding import Consumed, refuse
 from .sending import Headers, OutputRecord, Sender, until_done
 
 __all__ = ["AnswerCache", "InOrderAcks", "JobFields", "JobScope", "ModelAgent", "answer_job", "count_call",
-           "failed_result", "job_key", "log_model_call", "warm_up_quietly"]
+           "failed_result", "job_key", "log_model_call", "open_job", "warm_up_quietly"]
 
 log = logging.getLogger("omstream.worker")
 
 
 _KINDS: dict[str, JobKind] = {kind: kind for kind in get_args(JobKind)}
+#: The error code of a job whose memory was deleted (its key shredded) before it was answered.
+SHREDDED = "shredded"
 
 
 @dataclass(frozen=True)
@@ -212,6 +214,28 @@ class JobScope:
     adopted: bool = field(default=False)  # its answer is another memory's, in flight: cache it for this one
 
 
+async def open_job(sealer: Sealer, cache: AnswerCache, raw: bytes | None) -> JobScope:
+    """The job opened with its memory's key, with the cache as its memory sees it (unchanged
+    when not sealing, or when it names no memory: `answer_job` says why).  A job whose key was
+    shredded is decided: answered failed without text (see the module docstring)."""
+    fields = JobFields.read(raw) if sealer.enabled else None
+    if fields is None or raw is None:
+        return JobScope(raw, cache)
+    started = datetime.now(UTC)
+    try:
+        await sealer.prepare([raw])
+        opened = sealer.open(raw, fields.memory_key)
+        key = await job_key(sealer, raw, fields.memory_key)
+    except (Shredded, KeyNotLoaded):  # after `prepare`, a key not loaded was compacted away: shredded
+        log.info("model job of a deleted memory: answered failed, without text", extra={"cycle": fields.cycle_id})
+        return JobScope(raw, cache, decided=failed_result(
+            fields, started, SHREDDED, "the memory was deleted: its job can no longer be read"))
+    except ValueError as exc:  # Tampered, or bytes that are not JSON (the message names no content)
+        return JobScope(raw, cache, decided=failed_result(
+            fields, started, "invalid-job", f"the model job could not be opened: {exc}"))
+    return JobScope(opened, cache.under(key), key)
+
+
 async def job_key(sealer: Sealer, raw: bytes, memory_key: str) -> DataKey:
     """The data key to seal a job's answer with: the one that sealed the job (so an answer never
     outlives the key of its question: a memory shredded and used again since gets a new key), or
@@ -305,26 +329,11 @@ class ModelAgent:
                     running.set_result(result if result.ok else None)
 
     async def scope_of(self, raw: bytes | None) -> JobScope:
-        """The job opened with its memory's key (unchanged when not sealing, or when it names no
-        memory: `answer_job` says why).  A job whose key was shredded is decided: answered failed
-        without text."""
-        fields = JobFields.read(raw) if self.sealer.enabled else None
-        if fields is None or raw is None:
-            return JobScope(raw, self.cache)
-        started = datetime.now(UTC)
-        try:
-            await self.sealer.prepare([raw])
-            opened = self.sealer.open(raw, fields.memory_key)
-            key = await job_key(self.sealer, raw, fields.memory_key)
-        except (Shredded, KeyNotLoaded):  # after `prepare`, a key not loaded was compacted away: shredded
+        """`open_job` with this agent's sealer and cache; counts the shredded jobs."""
+        scope = await open_job(self.sealer, self.cache, raw)
+        if scope.decided is not None and scope.decided.error_code == SHREDDED:
             self.shredded += 1
-            log.info("model job of a deleted memory: answered failed, without text", extra={"cycle": fields.cycle_id})
-            return JobScope(raw, self.cache, decided=failed_result(
-                fields, started, "shredded", "the memory was deleted: its job can no longer be read"))
-        except ValueError as exc:  # Tampered, or bytes that are not JSON
-            return JobScope(raw, self.cache, decided=failed_result(
-                fields, started, "invalid-job", f"the model job could not be opened: {exc}"))
-        return JobScope(opened, self.cache.under(key), key)
+        return scope
 
     async def recall_or_call(self, job: ModelJob, scope: JobScope | None = None) -> ModelResult | None:
         """The answer to a job: from the cache when an equal request was answered before, else
