@@ -68,7 +68,7 @@ async def test_a_message_is_sealed_under_its_memory_key_and_opens_equal() -> Non
     await om.send_message(message(content=[{"type": "text", "text": SECRET}]))
     [(topic, value, key)] = producer.sent
     assert topic == om.topics.log and key == b"thread:t1"
-    assert b"4711" not in value and b'"omSealed":1' in value
+    assert b"locker" not in value and b'"omSealed":1' in value
     await sealer.prepare([value])
     assert open_input(sealer, value, "thread:t1") == encode(message(content=[{"type": "text", "text": SECRET}]))
 

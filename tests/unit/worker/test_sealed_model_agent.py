@@ -66,18 +66,18 @@ async def test_a_sealed_job_is_opened_and_its_answer_sealed_before_signing() -> 
     sealer = Sealer(cast(Any, MemoryRing()))
     model = Answering()
     a = agent(sealer, model)
-    raw = await sealed_job(sealer, job("c1", "r1"))
+    raw = await sealed_job(sealer, job("c1", "hash-of-the-prompt"))
     assert b'"omSealed":1' in raw
     await a.answer(event(0, raw).message)
     assert model.calls == ["c1"]
     [(record, _)] = a.sender.on(TOPICS.log)
-    assert b"4711" not in record.value and b'"omSealed":1' in record.value
+    assert b"locker" not in record.value and b'"omSealed":1' in record.value
     [result] = await results(a, sealer)
     assert (result.ok, result.output, result.cycle_id) == (True, ANSWER, "c1")
     # The cache entry: sealed whole, under an HMAC of the request hash, signed over its bytes.
     [(entry, headers)] = a.sender.on(TOPICS.cache)
-    assert entry.key == sealed_lookup(await sealer.key_of("thread:t1"), "r1") and entry.key != b"r1"
-    assert b"4711" not in entry.value and b"r1" not in entry.value and signed(SECRET, entry.value, headers)
+    assert entry.key == sealed_lookup(await sealer.key_of("thread:t1"), "hash-of-the-prompt")
+    assert b"locker" not in entry.value and b"hash-of-the-prompt" not in entry.value and signed(SECRET, entry.value, headers)
 
 
 async def test_a_job_of_a_shredded_memory_is_answered_failed_without_text() -> None:
@@ -145,10 +145,38 @@ async def test_plain_agent_writes_todays_bytes() -> None:
     await a.answer(event(0, encode(j)).message)
     [(record, _)] = a.sender.on(TOPICS.log)
     result = decode_input(record.value)
-    assert isinstance(result, ModelResult) and record.value == encode(result) and b"4711" in record.value
+    assert isinstance(result, ModelResult) and record.value == encode(result) and b"locker" in record.value
     [(entry, _)] = a.sender.on(TOPICS.cache)
     assert entry.key == b"r1" and orjson.loads(entry.value)["output"] == ANSWER
 
 
 async def _ack(_: Any) -> bool:
     return True
+
+
+async def test_the_bulk_replay_hits_the_live_agents_entries_of_a_sealed_memory() -> None:
+    from omstream.settings import Settings
+    from omstream.versions.bulk import CachedAnswers
+
+    sealer = Sealer(cast(Any, MemoryRing()))
+    answers = cache(sealer)
+    model = Answering()
+    await agent(sealer, model, answers).answer(event(0, await sealed_job(sealer, job("c1", "same"))).message)
+    live = engine(500)
+    sent: list[Any] = []
+
+    async def send(records: Any, headers: Any) -> None:
+        sent.extend(records)
+
+    bulk = CachedAnswers(Settings(), EngineConfig(live.om, "v2", settled=True, takes_attachments=live.takes_attachments),
+                         answers, send, WorkerStats(), sealer)
+    again = job("c1", "same").model_copy(update={"version": "v2"})
+    hit = await bulk.answer(await sealed_job(sealer, again))
+    assert hit is not None and (hit.cached, hit.output, hit.version) == (True, ANSWER, "v2")
+    assert bulk.stats.cache_hits == 1 and model.calls == ["c1"] and sent == []
+    # After a shred its job no longer opens: answered failed, without a model call or an entry.
+    raw = await sealed_job(sealer, job("c2", "same"))
+    await sealer.shred("thread:t1")
+    gone = await bulk.answer(raw)
+    assert gone is not None and (gone.ok, gone.error_code, gone.output) == (False, "shredded", None)
+    assert sent == [] and model.calls == ["c1"]
