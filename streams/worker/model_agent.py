@@ -210,7 +210,7 @@ class JobScope:
     cache: AnswerCache
     key: DataKey | None = None
     decided: ModelResult | None = None
-    runs: bool = field(default=False)  # this job asks the model for its request hash
+    runs: str | None = field(default=None)  # the request hash this job asks the model for
     adopted: bool = field(default=False)  # its answer is another memory's, in flight: cache it for this one
 
 
@@ -323,10 +323,10 @@ class ModelAgent:
                 scope.raw, lambda job: self.recall_or_call(job, scope), self.deadline_s)
             await self.publish(message, result, scope)
         finally:
-            if scope.runs and isinstance(result, ModelResult):
-                running = self._answering.pop(result.request_hash, None)
-                if running is not None and not running.done():
-                    running.set_result(result if result.ok else None)
+            # Also when cancelled: the equal requests waiting then ask the model themselves.
+            running = self._answering.pop(scope.runs, None) if scope.runs is not None else None
+            if running is not None and not running.done():
+                running.set_result(result if isinstance(result, ModelResult) and result.ok else None)
 
     async def scope_of(self, raw: bytes | None) -> JobScope:
         """`open_job` with this agent's sealer and cache; counts the shredded jobs."""
@@ -351,7 +351,7 @@ class ModelAgent:
         if cached is None:
             if job.request_hash not in self._answering:
                 self._answering[job.request_hash] = asyncio.get_running_loop().create_future()
-                scope.runs = True
+                scope.runs = job.request_hash
             result = await self._run(job)
             return untimed(result, job) if self.config.settled else result
         if cached.memory_key == job.memory_key and cached.cycle_id == job.cycle_id and addressed(cached, self.config):

@@ -180,3 +180,17 @@ async def test_the_bulk_replay_hits_the_live_agents_entries_of_a_sealed_memory()
     gone = await bulk.answer(raw)
     assert gone is not None and (gone.ok, gone.error_code, gone.output) == (False, "shredded", None)
     assert sent == [] and model.calls == ["c1"]
+
+
+async def test_a_cancelled_call_releases_the_equal_requests_waiting_for_it() -> None:
+    model = Answering(hold=("c1",))
+    a = agent(PLAIN, model, cache(PLAIN))
+    first = asyncio.create_task(a.answer(event(0, encode(job("c1", "same", "t1"))).message))
+    await until(lambda: model.calls == ["c1"])
+    second = asyncio.create_task(a.answer(event(1, encode(job("c2", "same", "t2"))).message))
+    await asyncio.sleep(0.05)
+    assert model.calls == ["c1"]  # waits for the first
+    first.cancel()
+    await second
+    assert model.calls == ["c1", "c2"]
+    assert [cast(ModelResult, decode_input(r.value)).cycle_id for r, _ in a.sender.on(TOPICS.log)] == ["c2"]
