@@ -18,15 +18,24 @@ an event: an accepted message (`om-message-accepted`) and a step with memory ena
 which is what the reader should wait for).  A turn end, a command that changes nothing or a
 duplicate message may emit nothing: `after` with their position is met only by a later event of
 the partition, otherwise the read times out and says it is stale.
+
+With a namespace key configured (`sealer_of`), the client seals the content of what it sends
+before producing it (random nonces: `omstream.crypto.sealing`): a message under its owner's data
+key (`content_owner`: in resource scope its thread's), a reflection's prompt and a thread's title
+under the memory's.  Its `Sealer` follows `<ns>.keys` while the client is open; without a key it
+is `PLAIN` and the client starts nothing more.  `send_raw` writes bytes as given.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
+
+import orjson
 
 from omstream.schemas.codec import decode_input, encode
 from omstream.schemas.control import (
@@ -45,6 +54,9 @@ from omstream.schemas.positions import LogPosition
 
 from . import kafka
 from .conversation import ConversationRecord, turns
+from .crypto import CryptoError, KeyNotLoaded, Sealer, Shredded, content_owner, sealer_of
+from .crypto.fields import content_paths
+from .crypto.sealing import is_marked
 from .feed_reader import FeedEvent, follow_feed
 from .settings import Settings
 from .topics import Topics, memory_partition, partitions_of, read_until_end
@@ -52,7 +64,9 @@ from .topics import Topics, memory_partition, partitions_of, read_until_end
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaProducer
 
-__all__ = ["OmClient", "known_thread"]
+__all__ = ["OmClient", "known_thread", "open_input"]
+
+log = logging.getLogger(__name__)
 
 
 def _camel(name: str) -> str:
@@ -64,15 +78,28 @@ def _position(metadata: Any) -> LogPosition:
     return LogPosition(metadata.partition, metadata.offset)
 
 
+def _has_content(value: bytes) -> bool:
+    """Whether a record's JSON has a content field to seal (so no key is made for a step)."""
+    data = orjson.loads(value)
+    return isinstance(data, dict) and any(data.get(path) is not None for path in content_paths(data))
+
+
 class OmClient:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, sealer: Sealer | None = None) -> None:
         self.settings = settings
         self.topics = Topics.of(settings)
         self._producer: AIOKafkaProducer | None = None
+        self.sealer = sealer if sealer is not None else sealer_of(settings, repair=False)
 
     async def __aenter__(self) -> OmClient:
         self._producer = kafka.idempotent_producer(self.settings)
         await self._producer.start()
+        try:
+            await self.sealer.start()
+        except BaseException:
+            await self._producer.stop()
+            self._producer = None
+            raise
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -80,9 +107,18 @@ class OmClient:
         if self._producer is not None:
             await self._producer.stop()
             self._producer = None
+        await self.sealer.stop()
 
     def _key(self, thread_id: str, resource_id: str | None) -> bytes:
         return memory_key(self.settings.om, thread_id, resource_id).encode()
+
+    async def sealed(self, value: bytes, thread_id: str, resource_id: str | None, *, is_message: bool) -> bytes:
+        """The record's bytes as the client sends them: its content sealed under its owner's
+        data key when the namespace seals, else `value` itself."""
+        if not self.sealer.enabled or not _has_content(value):
+            return value
+        owner = content_owner(memory_key(self.settings.om, thread_id, resource_id), thread_id, is_message=is_message)
+        return await self.sealer.seal(value, owner)
 
     async def send_message(self, message: Message) -> LogPosition:
         """Send one message; its position in the log."""
@@ -95,8 +131,9 @@ class OmClient:
         futures = []
         for message in messages:
             # No token count: the fold counts every message itself and trusts no other count.
+            value = await self.sealed(encode(message), message.thread_id, message.resource_id, is_message=True)
             futures.append(await self._producer.send(
-                self.topics.log, encode(message), key=self._key(message.thread_id, message.resource_id)))
+                self.topics.log, value, key=self._key(message.thread_id, message.resource_id)))
         return [_position(await fut) for fut in futures]
 
     async def step_started(self, thread_id: str, *, step_number: int, resource_id: str | None = None,
@@ -161,8 +198,9 @@ class OmClient:
                           record.resource_id)
         if reason is not None:  # the worker would dead-letter it: refused here, before sending
             raise UnroutedRecord(reason)
+        value = await self.sealed(encode(record), record.thread_id, record.resource_id, is_message=False)
         return _position(await self._producer.send_and_wait(
-            self.topics.log, encode(record), key=self._key(record.thread_id, record.resource_id)))
+            self.topics.log, value, key=self._key(record.thread_id, record.resource_id)))
 
     async def context(self, thread_id: str, *, after: LogPosition | str | None = None,
                       wait: float = 10.0, base_url: str | None = None,
@@ -255,25 +293,70 @@ class OmClient:
         return _position(await self._producer.send_and_wait(topic, value, key=key))
 
 
-async def known_thread(settings: Settings, thread_id: str, resource_id: str | None = None) -> bool:
+async def known_thread(settings: Settings, thread_id: str, resource_id: str | None = None, *,
+                       sealer: Sealer | None = None) -> bool:
     """Whether an agent sent a message to the thread (since it was last deleted, if it was).
 
     The log is the truth, so no worker or web server needs to run: this reads, from the start,
     the one partition of `<ns>.log` that holds the thread's memory key
     (the producer's default partitioner, as in `send_messages`), and decodes only the records
-    with that key.  A namespace without topics knows no thread.
+    with that key.  A namespace without topics knows no thread.  Sealed records are opened
+    (`sealer`, by default the namespace's, started here); one whose key was shredded is passed
+    over: its thread was deleted.
     """
     topics = Topics.of(settings)
     key = memory_key(settings.om, thread_id, resource_id).encode()
     layout = await partitions_of(settings.bootstrap, [topics.log])
     if not layout.get(topics.log):
         return False
-    marks: list[bool] = []  # in log order: True for a message, False for a deletion
-    async for record in read_until_end(settings.bootstrap, topics.log,
-                                       [memory_partition(key, layout[topics.log])]):
-        if record.key == key and (mark := _thread_mark(record.value, thread_id)) is not None:
-            marks.append(mark)
-    return bool(marks) and marks[-1]  # one log: the latest mark decides
+    records = read_until_end(settings.bootstrap, topics.log, [memory_partition(key, layout[topics.log])])
+    own = sealer is None
+    sealer = sealer_of(settings, repair=False) if sealer is None else sealer
+    if not sealer.enabled:  # read as it streams
+        return _known([mark async for record in records
+                       if record.key == key and (mark := _thread_mark(record.value, thread_id)) is not None])
+    values = [record.value async for record in records if record.key == key]
+    if own and any(is_marked(v) for v in values):
+        await sealer.start()
+        try:
+            values = await open_inputs(sealer, values, key.decode())
+        finally:
+            await sealer.stop()
+    elif not own:
+        values = await open_inputs(sealer, values, key.decode())
+    return _known([mark for value in values if (mark := _thread_mark(value, thread_id)) is not None])
+
+
+def _known(marks: list[bool]) -> bool:
+    """In log order, True for a message and False for a deletion: the latest decides."""
+    return bool(marks) and marks[-1]
+
+
+async def open_inputs(sealer: Sealer, values: list[bytes | None], memory_key: str) -> list[bytes | None]:
+    """The records of one memory's input log opened, in order; those that no longer open
+    (shredded, tampered) left out."""
+    await sealer.prepare(values)
+    opened = [open_input(sealer, value, memory_key) for value in values]
+    return [value for value in opened if value is not None]
+
+
+def open_input(sealer: Sealer, value: bytes | None, memory_key: str) -> bytes | None:
+    """A record of `<ns>.log` opened with its owner's key (`content_owner`), after `prepare`;
+    None when it no longer opens (passed over, counted nowhere: the caller only reads)."""
+    if not sealer.enabled or not is_marked(value):
+        return value
+    try:
+        data = orjson.loads(value or b"")
+        if not isinstance(data, dict):
+            return value
+        owner = content_owner(memory_key, data.get("threadId"), is_message=data.get("type", "message") == "message")
+        return sealer.open(value, owner)
+    except (Shredded, KeyNotLoaded):
+        log.debug("a record of %s whose key was shredded: passed over", memory_key)
+        return None
+    except (CryptoError, ValueError):
+        log.info("a sealed record of %s that does not open: passed over", memory_key)
+        return None
 
 
 def _thread_mark(value: bytes | None, thread_id: str) -> bool | None:

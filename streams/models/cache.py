@@ -9,11 +9,25 @@ read, so a restart reads only what is new.
 
 An entry is a signed `model-result` record, as on the input log: an entry whose signature does
 not verify was not written by a model agent and is never served.
+
+Sealed (a namespace key configured): the cache is per memory, seen through `under(data key)`
+(`SealedAnswers`).  An entry is the whole record sealed as one blob under the memory's data key
+(its answer, and the request hash it carries, are unreadable once the memory is shredded), signed
+over the sealed bytes (so loading verifies without keys), and filed under an HMAC of the request
+hash keyed by that data key: a deleted memory's entries cannot even be found, the topic's keys
+reveal nothing of the prompts, and an entry that no longer opens is a miss.  Every version folds
+a memory with the same data key (the first of its epoch), so a replay still hits the answers of
+every memory that was not deleted; what it loses is sharing between memories (twenty threads
+asking the same thing call the model once while in flight together, `ModelAgent`, but each keeps
+its own entry), and a resource whose epoch rolled (a thread of it deleted) starts afresh, as it
+must: its earlier answers hold the deleted thread's text.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,17 +36,27 @@ from omstream.schemas.codec import encode
 from omstream.schemas.jobs import ModelJob, ModelResult
 
 from .. import kafka
+from ..crypto import PLAIN, DataKey, KeyNotLoaded, Sealer, Shredded, Tampered
 from ..signing import HEADER, sign, signed
 
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer
     from rocksdict import Rdict
 
-__all__ = ["ResultCache", "answer_from"]
+__all__ = ["ResultCache", "SealedAnswers", "answer_from", "sealed_lookup"]
 
 log = logging.getLogger(__name__)
 
 _OFFSET = b"\x00offset:"  # local keys of the topic positions read (hashes are hex: no clash)
+_LOOKUP_LABEL = b"omstream cache lookup v1"
+
+
+def sealed_lookup(key: DataKey, request_hash: str) -> bytes:
+    """The cache key of a request in a sealed namespace: an HMAC of its hash under a subkey of
+    the memory's data key (hex, like a plain hash).  Gone with the key: unreachable, and no
+    prompt can be confirmed from it."""
+    subkey = hmac.new(key.material, _LOOKUP_LABEL, hashlib.sha256).digest()  # the data key used once, here
+    return hmac.new(subkey, request_hash.encode(), hashlib.sha256).hexdigest().encode()
 
 
 def answer_from(cached: ModelResult, job: ModelJob) -> ModelResult:
@@ -50,8 +74,9 @@ def answer_from(cached: ModelResult, job: ModelJob) -> ModelResult:
 class ResultCache:
     """A local table of `<ns>.cache`, loaded up to the topic's end by `start` and then followed."""
 
-    def __init__(self, bootstrap: str, topic: str, path: Path, key: bytes) -> None:
+    def __init__(self, bootstrap: str, topic: str, path: Path, key: bytes, sealer: Sealer = PLAIN) -> None:
         self.bootstrap, self.topic, self.path, self._key = bootstrap, topic, path, key
+        self.sealer = sealer
         self.refused = 0
         self._db: Rdict | None = None
         self._consumer: AIOKafkaConsumer | None = None
@@ -109,13 +134,24 @@ class ResultCache:
 
     def get(self, job: ModelJob) -> ModelResult | None:
         """The recorded answer to an equal request, or None."""
-        raw = self._db.get(job.request_hash.encode()) if self._db is not None else None
+        raw = self.raw(job.request_hash.encode())
         return None if raw is None else ModelResult.model_validate_json(raw)
+
+    def raw(self, key: bytes) -> bytes | None:
+        """The entry's bytes as stored."""
+        return self._db.get(key) if self._db is not None else None
+
+    def under(self, key: DataKey) -> SealedAnswers:
+        """The cache of the memory whose data key is `key` (a sealed namespace)."""
+        return SealedAnswers(self, self.sealer, key)
+
+    def signature(self, value: bytes) -> list[tuple[str, bytes]]:
+        return [(HEADER, sign(self._key, value))]
 
     def entry(self, result: ModelResult) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
         """The cache record of a successful answer: key, value and signature header."""
         value = encode(result.model_copy(update={"cached": None}))
-        return result.request_hash.encode(), value, [(HEADER, sign(self._key, value))]
+        return result.request_hash.encode(), value, self.signature(value)
 
     def remember(self, key: bytes, value: bytes) -> None:
         if self._db is not None:
@@ -129,3 +165,39 @@ class ResultCache:
         if self._db is not None:
             self._db.close()
             self._db = None
+
+
+class SealedAnswers:
+    """One memory's view of a sealed cache: entries found by `sealed_lookup`, sealed whole under
+    the memory's data key `key` (see the module docstring)."""
+
+    def __init__(self, cache: ResultCache, sealer: Sealer, key: DataKey) -> None:
+        self.cache, self.sealer, self.key = cache, sealer, key
+
+    def lookup(self, request_hash: str) -> bytes:
+        return sealed_lookup(self.key, request_hash)
+
+    def get(self, job: ModelJob) -> ModelResult | None:
+        """The memory's recorded answer to an equal request; None also when it no longer opens."""
+        raw = self.cache.raw(self.lookup(job.request_hash))
+        if raw is None:
+            return None
+        try:
+            opened = self.sealer.open_blob(raw, self.key.memory_key)
+        except (Shredded, KeyNotLoaded):
+            return None  # shredded between the lookup and now: deleted, a miss
+        except Tampered:
+            log.warning("cache entry does not authenticate: a miss", extra={"memoryKey": self.key.memory_key})
+            return None
+        return ModelResult.model_validate_json(opened)
+
+    def entry(self, result: ModelResult) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
+        """Key, sealed value and signature (over the sealed bytes) of a successful answer."""
+        value = self.sealer.seal_blob(encode(result.model_copy(update={"cached": None})), self.key)
+        return self.lookup(result.request_hash), value, self.cache.signature(value)
+
+    def remember(self, key: bytes, value: bytes) -> None:
+        self.cache.remember(key, value)
+
+    def under(self, key: DataKey) -> SealedAnswers:
+        return SealedAnswers(self.cache, self.sealer, key)

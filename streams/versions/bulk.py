@@ -40,19 +40,19 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from omstream.crypto import PLAIN, Sealer, sealer_of
 from omstream.engine.fold import EngineConfig, addressed
 from omstream.models.cache import ResultCache, answer_from
 from omstream.schemas.jobs import ModelJob, ModelResult
 
 from .. import kafka
-from ..crypto.sealing import sealer_of
 from ..limits import Limits
 from ..memories import StateWrite
 from ..settings import Settings
 from ..signing import result_key
 from ..topics import Topics, memory_partition, partitions_of
 from ..worker.folding import FoldContext
-from ..worker.model_agent import answer_job, count_call, log_model_call
+from ..worker.model_agent import AnswerCache, answer_job, count_call, log_model_call, open_job
 from ..worker.sending import OutputRecord
 from .bulk_fold import BulkFold, Record, folds_as_live
 from .stats import WorkerStats, stats_path
@@ -106,17 +106,21 @@ async def bulk_ready(settings: Settings) -> bool:
 
 class CachedAnswers:
     """`Answers` from the result cache, or from the model (the model agent's code, one call at a
-    time); every new answer cached as the model agent caches it."""
+    time); every new answer cached as the model agent caches it (sealed: opened and cached per
+    memory, `open_job`)."""
 
     def __init__(self, settings: Settings, config: EngineConfig, cache: ResultCache,
                  send: Callable[[Sequence[OutputRecord], list[tuple[str, bytes]]], Awaitable[None]],
-                 stats: WorkerStats) -> None:
+                 stats: WorkerStats, sealer: Sealer = PLAIN) -> None:
         self.settings, self.config, self.cache, self._send, self.stats = settings, config, cache, send, stats
+        self.sealer = sealer
         self._run: Callable[[ModelJob], Awaitable[ModelResult]] | None = None
         self.hooks: Any = None
 
     async def answer(self, job: bytes) -> ModelResult | None:
-        result = await answer_job(job, self._recall_or_call, self.settings.job_deadline_ms / 1000)
+        scope = await open_job(self.sealer, self.cache, job)
+        result = scope.decided if scope.decided is not None else await answer_job(
+            scope.raw, lambda j: self._recall_or_call(j, scope.cache), self.settings.job_deadline_ms / 1000)
         if not isinstance(result, ModelResult):
             # The log has it (`str`: a job naming no cycle, which the fold never makes): the
             # model agent counts it as a hit.
@@ -126,15 +130,15 @@ class CachedAnswers:
         if not result.cached:
             log_model_call(result)
         if result.ok and not result.cached:
-            key, entry, headers = self.cache.entry(result)
+            key, entry, headers = scope.cache.entry(result)
             await self._send([OutputRecord(Topics.of(self.settings).cache, key, entry)], headers)
-            self.cache.remember(key, entry)
+            scope.cache.remember(key, entry)
         return result
 
-    async def _recall_or_call(self, job: ModelJob) -> ModelResult | None:
+    async def _recall_or_call(self, job: ModelJob, cache: AnswerCache) -> ModelResult | None:
         """`ModelAgent.recall_or_call` of a settled version, without equal requests in flight
-        (one call at a time)."""
-        cached = self.cache.get(job)
+        (one call at a time); `cache` as the job's memory sees it."""
+        cached = cache.get(job)
         if cached is None:
             from omstream.models.calls import untimed
 
@@ -221,13 +225,13 @@ async def bulk_replay(settings: Settings, *, progress: Callable[[int, int], Any]
                       settings.resource_filter)
     stats_file = stats_path(settings)
     stats = WorkerStats.load(stats_file)
+    sealer = sealer_of(settings)
     cache = ResultCache(settings.bootstrap, topics.cache,
-                        settings.data_dir / "worker" / settings.worker_group / "result-cache", key)
+                        settings.data_dir / "worker" / settings.worker_group / "result-cache", key, sealer)
     producer = kafka.producer(settings, acks="all", enable_idempotence=True, linger_ms=5,
                               max_batch_size=512 * 1024, max_request_size=4 * 1024 * 1024)
     consumer = kafka.group_reader(settings, settings.app_id, max_poll_records=_FETCH_RECORDS,
                                   max_partition_fetch_bytes=4 * 1024 * 1024, fetch_max_bytes=16 * 1024 * 1024)
-    sealer = sealer_of(settings)  # PLAIN without a namespace key
     await producer.start()
     try:
         writer = BatchWriter(producer, counts)
@@ -236,7 +240,7 @@ async def bulk_replay(settings: Settings, *, progress: Callable[[int, int], Any]
             await asyncio.gather(*[await producer.send(r.topic, r.value, key=r.key, headers=headers)
                                    for r in records])
 
-        answers = CachedAnswers(settings, config, cache, send, stats)
+        answers = CachedAnswers(settings, config, cache, send, stats, sealer)
         await sealer.start()
         await cache.start()
         await consumer.start()

@@ -177,6 +177,7 @@ def _add_fold_agent(app: WorkerApp, settings: Settings, config: EngineConfig, ke
 
 def _add_model_agent(app: WorkerApp, settings: Settings, config: EngineConfig, key_for_results: bytes,
                      sender: ProducerSender, stats: WorkerStats) -> None:
+    from omstream.crypto import sealer_of
     from omstream.models.admission import ModelGate, parse_model_limits
     from omstream.models.cache import ResultCache
     from omstream.models.calls import RetryPolicy
@@ -186,8 +187,10 @@ def _add_model_agent(app: WorkerApp, settings: Settings, config: EngineConfig, k
 
     topics = Topics.of(settings)
     jobs = app.topic(topics.jobs, key_type=bytes, value_type=bytes)
+    sealer = sealer_of(settings)  # PLAIN without a namespace key: the agent then seals nothing
     answers = ResultCache(settings.bootstrap, topics.cache,
-                          settings.data_dir / "worker" / settings.worker_group / "result-cache", key_for_results)
+                          settings.data_dir / "worker" / settings.worker_group / "result-cache", key_for_results,
+                          sealer)
     policy = RetryPolicy.from_settings(settings)
     hooks = Hooks.from_config(settings.om)  # §13 lifecycle hooks; they never fail a job
     gate = ModelGate(settings.model_concurrency, parse_model_limits(settings.model_limits))
@@ -197,13 +200,17 @@ def _add_model_agent(app: WorkerApp, settings: Settings, config: EngineConfig, k
 
     models = ModelAgent(run=run, cache=answers, sender=sender, topics=topics, config=config,
                         result_key=key_for_results, deadline_s=settings.job_deadline_ms / 1000,
-                        concurrency=settings.model_concurrency, stats=stats)
+                        concurrency=settings.model_concurrency, stats=stats, sealer=sealer)
 
     @app.agent(jobs, name="models")
     async def model_agent(stream: StreamT[bytes]) -> None:
         await warm_up_quietly()
-        await answers.start()
-        await until_done("register the version", lambda: register(settings, version_info(settings)))
-        log.info("model agent ready", extra={"version": settings.version, "foldMode": settings.fold_mode})
-        jobs_stream = cast(faust.Stream[bytes], stream)  # `StreamT` declares no `noack`
-        await models.consume(jobs_stream.noack().events(), jobs_stream.ack)
+        await sealer.start()  # the keys before the first job: a sealed job is opened with them
+        try:
+            await answers.start()
+            await until_done("register the version", lambda: register(settings, version_info(settings)))
+            log.info("model agent ready", extra={"version": settings.version, "foldMode": settings.fold_mode})
+            jobs_stream = cast(faust.Stream[bytes], stream)  # `StreamT` declares no `noack`
+            await models.consume(jobs_stream.noack().events(), jobs_stream.ack)
+        finally:
+            await sealer.stop()  # a restarted agent starts it again

@@ -15,6 +15,15 @@ Faust's own `concurrency` acks each actor's jobs as they finish, and Faust commi
 run of acked offsets even when an earlier job is still running if the consumer has not
 committed yet (its gap check is skipped for a committed offset of None): after a restart that
 lost jobs, whose cycles then never ended (the chaos run found it).
+
+Sealed (a namespace key configured, `sealer`): a job arrives with its `messages` sealed under its
+memory's data key; it is opened before it is decoded (`ModelAgent.scope_of`), its answer's
+`output` is sealed under the same key before the result is signed (the fold verifies the
+signature over the sealed bytes), and the cache is the memory's own (`AnswerCache.under`).  A job
+whose key was shredded is answered with a failed result without text (`shredded`): in thread
+scope nobody waits for it (the memory is gone and the fold ignores it), but in resource scope a
+thread deletion rolls the resource's key while the resource lives on, and its cycle must end
+rather than wait for its deadline.
 """
 
 from __future__ import annotations
@@ -24,12 +33,14 @@ import gc
 import logging
 from collections import deque
 from collections.abc import AsyncIterable, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Generic, Protocol, TypeVar, get_args
 
 import orjson
 
+from omstream.crypto import PLAIN, DataKey, KeyNotLoaded, Sealer, Shredded, sealed_key_ids
+from omstream.crypto.sealing import is_marked
 from omstream.engine.fold import EngineConfig, addressed
 from omstream.models.admission import job_deadline
 from omstream.models.cache import answer_from
@@ -44,13 +55,15 @@ from ..versions import WorkerStats
 from .folding import Consumed, refuse
 from .sending import Headers, OutputRecord, Sender, until_done
 
-__all__ = ["AnswerCache", "InOrderAcks", "JobFields", "ModelAgent", "answer_job", "count_call", "failed_result",
-           "log_model_call", "warm_up_quietly"]
+__all__ = ["AnswerCache", "InOrderAcks", "JobFields", "JobScope", "ModelAgent", "answer_job", "count_call",
+           "failed_result", "job_key", "log_model_call", "open_job", "warm_up_quietly"]
 
 log = logging.getLogger("omstream.worker")
 
 
 _KINDS: dict[str, JobKind] = {kind: kind for kind in get_args(JobKind)}
+#: The error code of a job whose memory was deleted (its key shredded) before it was answered.
+SHREDDED = "shredded"
 
 
 @dataclass(frozen=True)
@@ -183,6 +196,55 @@ class AnswerCache(Protocol):
 
     def remember(self, key: bytes, value: bytes) -> None: ...
 
+    def under(self, key: DataKey) -> AnswerCache:
+        """The cache as the memory of data `key` sees it (called only when sealing)."""
+        ...
+
+
+@dataclass
+class JobScope:
+    """One job as its memory sees it: its bytes (opened), the data key of the memory (None: not
+    sealing), the cache under that key, and a result already decided (a shredded job)."""
+
+    raw: bytes | None
+    cache: AnswerCache
+    key: DataKey | None = None
+    decided: ModelResult | None = None
+    runs: str | None = field(default=None)  # the request hash this job asks the model for
+    adopted: bool = field(default=False)  # its answer is another memory's, in flight: cache it for this one
+
+
+async def open_job(sealer: Sealer, cache: AnswerCache, raw: bytes | None) -> JobScope:
+    """The job opened with its memory's key, with the cache as its memory sees it (unchanged
+    when not sealing, or when it names no memory: `answer_job` says why).  A job whose key was
+    shredded is decided: answered failed without text (see the module docstring)."""
+    fields = JobFields.read(raw) if sealer.enabled else None
+    if fields is None or raw is None:
+        return JobScope(raw, cache)
+    started = datetime.now(UTC)
+    try:
+        await sealer.prepare([raw])
+        opened = sealer.open(raw, fields.memory_key)
+        key = await job_key(sealer, raw, fields.memory_key)
+    except (Shredded, KeyNotLoaded):  # after `prepare`, a key not loaded was compacted away: shredded
+        log.info("model job of a deleted memory: answered failed, without text", extra={"cycle": fields.cycle_id})
+        return JobScope(raw, cache, decided=failed_result(
+            fields, started, SHREDDED, "the memory was deleted: its job can no longer be read"))
+    except ValueError as exc:  # Tampered, or bytes that are not JSON (the message names no content)
+        return JobScope(raw, cache, decided=failed_result(
+            fields, started, "invalid-job", f"the model job could not be opened: {exc}"))
+    return JobScope(opened, cache.under(key), key)
+
+
+async def job_key(sealer: Sealer, raw: bytes, memory_key: str) -> DataKey:
+    """The data key to seal a job's answer with: the one that sealed the job (so an answer never
+    outlives the key of its question: a memory shredded and used again since gets a new key), or
+    for a plain job the memory's current key.  `Shredded` when that key is gone."""
+    ids = sealed_key_ids(orjson.loads(raw)) if is_marked(raw) else set()
+    if len(ids) == 1 and sealer.ring is not None:
+        return sealer.ring.key(ids.pop())
+    return await sealer.key_of(memory_key)
+
 
 class JobEvent(Protocol):
     """A job as the agent's stream delivers it (Faust's `Event`)."""
@@ -228,11 +290,13 @@ class ModelAgent:
 
     def __init__(self, *, run: Callable[[ModelJob], Awaitable[ModelResult]], cache: AnswerCache, sender: Sender,
                  topics: Topics, config: EngineConfig, result_key: bytes, deadline_s: float, concurrency: int,
-                 stats: WorkerStats) -> None:
+                 stats: WorkerStats, sealer: Sealer = PLAIN) -> None:
         self._run, self.cache, self.sender, self.topics = run, cache, sender, topics
         self.config, self._result_key, self.deadline_s = config, result_key, deadline_s
-        self.concurrency, self.stats = concurrency, stats
-        self._answering: dict[str, asyncio.Event] = {}  # request hash -> set once its answer is cached
+        self.concurrency, self.stats, self.sealer = concurrency, stats, sealer
+        self.shredded = 0  # jobs of deleted memories, answered failed without text
+        # request hash -> its answer (None: failed) once it is in the log and the cache
+        self._answering: dict[str, asyncio.Future[ModelResult | None]] = {}
 
     async def consume(self, events: AsyncIterable[E], ack: Callable[[E], Awaitable[object]]) -> None:
         """Answer every job of `events`, up to `concurrency` at a time, acking them in order."""
@@ -252,33 +316,49 @@ class ModelAgent:
     async def answer(self, message: Consumed) -> None:
         """Answer one job record: its signed result on the log (or a dead letter), and a new
         answer in the cache."""
-        result = None
+        result: ModelResult | str | None = None
+        scope = await self.scope_of(message.value)
         try:
-            result = await answer_job(message.value, self.recall_or_call, self.deadline_s)
-            await self.publish(message, result)
+            result = scope.decided if scope.decided is not None else await answer_job(
+                scope.raw, lambda job: self.recall_or_call(job, scope), self.deadline_s)
+            await self.publish(message, result, scope)
         finally:
-            if isinstance(result, ModelResult) and not result.cached and result.request_hash in self._answering:
-                self._answering.pop(result.request_hash).set()
+            # Also when cancelled: the equal requests waiting then ask the model themselves.
+            running = self._answering.pop(scope.runs, None) if scope.runs is not None else None
+            if running is not None and not running.done():
+                running.set_result(result if isinstance(result, ModelResult) and result.ok else None)
 
-    async def recall_or_call(self, job: ModelJob) -> ModelResult | None:
+    async def scope_of(self, raw: bytes | None) -> JobScope:
+        """`open_job` with this agent's sealer and cache; counts the shredded jobs."""
+        scope = await open_job(self.sealer, self.cache, raw)
+        if scope.decided is not None and scope.decided.error_code == SHREDDED:
+            self.shredded += 1
+        return scope
+
+    async def recall_or_call(self, job: ModelJob, scope: JobScope | None = None) -> ModelResult | None:
         """The answer to a job: from the cache when an equal request was answered before, else
         from the model.  None when the cached answer is in the log already for this very
         cycle, in a form this version applies (the job ran before a crash): nothing to send."""
-        cached = self.cache.get(job)
+        scope = scope or JobScope(None, self.cache)
+        cached = scope.cache.get(job)
         if cached is None and job.request_hash in self._answering:
-            # An equal request is being answered: its answer, once cached, is this one's.  If it
-            # failed, this one asks again.
-            await self._answering[job.request_hash].wait()
-            cached = self.cache.get(job)
+            # An equal request is being answered: its answer is this one's (shielded: a deadline
+            # here must not cancel it for the others).  If it failed, this one asks again.
+            fresh = await asyncio.shield(self._answering[job.request_hash])
+            cached = fresh if fresh is not None else scope.cache.get(job)
+            # Sealed, each memory has its own entries: one adopted from another memory is kept.
+            scope.adopted = scope.key is not None and fresh is not None and fresh.memory_key != job.memory_key
         if cached is None:
-            self._answering.setdefault(job.request_hash, asyncio.Event())
+            if job.request_hash not in self._answering:
+                self._answering[job.request_hash] = asyncio.get_running_loop().create_future()
+                scope.runs = job.request_hash
             result = await self._run(job)
             return untimed(result, job) if self.config.settled else result
         if cached.memory_key == job.memory_key and cached.cycle_id == job.cycle_id and addressed(cached, self.config):
             return None
         return answer_from(cached, job)
 
-    async def publish(self, message: Consumed, result: ModelResult | str | None) -> None:
+    async def publish(self, message: Consumed, result: ModelResult | str | None, scope: JobScope | None = None) -> None:
         """Send what `answer_job` gave: a signed result, then its cache entry; or a dead letter."""
         if result is None:
             self.stats.cache_hits += 1
@@ -289,13 +369,15 @@ class ModelAgent:
             return
         log_model_call(result)
         count_call(self.stats, result)
-        value = encode(result)
+        scope = scope or JobScope(None, self.cache)
+        # Sealed before it is signed: the fold verifies the signature over the bytes it reads.
+        value = self.sealer.seal_with(encode(result), scope.key)
         signature = sign(self._result_key, value)
         await until_done("send a model result", lambda: self.sender.send_all(
             [OutputRecord(self.topics.log, result.memory_key.encode(), value)], headers=[(HEADER, signature)]))
-        if result.ok and not result.cached:
+        if result.ok and (not result.cached or scope.adopted):
             # After the log has it: an entry in the cache means the answer is in the log.
-            key, entry, headers = self.cache.entry(result)
+            key, entry, headers = scope.cache.entry(result)
             await until_done("cache a model result", lambda: self.sender.send_all(
                 [OutputRecord(self.topics.cache, key, entry)], headers=headers))
-            self.cache.remember(key, entry)
+            scope.cache.remember(key, entry)
