@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from omstream.api_tokens import TokenTable
-from omstream.crypto.sealing import Sealer, sealer_of
+from omstream.crypto.sealing import PLAIN, Sealer, sealer_of
 from omstream.schemas.errors import OmError
 from omstream.schemas.positions import LogPosition
 from omstream.settings import Settings
@@ -78,9 +78,9 @@ class Versions:
     """The projection of each version a reader asked for: the served one, and others built on
     their first request and followed from then on (`persistent`: each in its own store)."""
 
-    def __init__(self, feed: ProjectionFeed, persistent: bool = False) -> None:
+    def __init__(self, feed: ProjectionFeed, persistent: bool = False, sealer: Sealer = PLAIN) -> None:
         self.served = feed
-        self.sealer = feed.opener.sealer  # every version's events are sealed with the same keys
+        self.sealer = sealer  # every version's events are sealed with the namespace's keys
         self.persistent = persistent
         self._others: dict[str, tuple[ProjectionFeed, asyncio.Task[None]]] = {}
         self._lock = asyncio.Lock()
@@ -265,7 +265,7 @@ async def serve(settings: Settings, on_ready: Callable[[str], None] | None = Non
     sealer = sealer_of(settings, repair=False)  # PLAIN without a key; refuses a bad key before anything
     # The read model persists in the data directory: a restart reads only what is new.
     feed = ProjectionFeed(settings, store=open_store(settings), sealer=sealer)
-    versions = Versions(feed, persistent=True)
+    versions = Versions(feed, persistent=True, sealer=sealer)
     search: SearchService | None = None
     runner: web.AppRunner | None = None
     tasks: list[asyncio.Task[None]] = []
