@@ -20,8 +20,8 @@ up with.
 
 In a namespace with a key, each record is opened before it is chosen, and the export is written
 in clear (what `om simulate` reads).  A record whose key was shredded (a deleted thread, or a
-deleted thread's messages in resource scope) is never written: it is counted as `shredded`, and
-one that does not authenticate as `tampered`.
+deleted thread's messages in resource scope) is never written: it is counted as `shredded`, one
+that does not authenticate as `tampered`, and a sealed one read without a key as `no-key`.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from .topics import Topics, memory_partition, partitions_of, read_until_end
 __all__ = ["ExportSummary", "Selection", "UnknownVersion", "choose", "export", "refused_positions"]
 
 #: Why a record of the log is not in the export, in the order `choose` checks them.
-SKIP_REASONS = ("other-memory", "shredded", "tampered", "undecodable", "model-result", "other-thread",
+SKIP_REASONS = ("other-memory", "shredded", "tampered", "no-key", "undecodable", "model-result", "other-thread",
                 "dead-lettered")
 
 #: Dead-letter codes of records the fold did apply (it refused part of them itself).

@@ -151,14 +151,15 @@ def _record_view(raw: bytes) -> dict[str, Any]:
 
 async def opened_record(settings: Settings, raw: bytes, key: str | None) -> tuple[bytes, str | None]:
     """The record opened with the namespace's keys, and None; or, when it cannot be opened,
-    `raw` itself and why (`shredded`, `tampered`).  Unsealed records and namespaces without a
-    key: `raw`, None."""
-    from omstream.crypto.opening import Opener
+    `raw` itself and why (`shredded`, `tampered`, `no-key`).  An unsealed record: `raw`, None."""
+    from omstream.crypto.opening import NO_KEY, Opener
     from omstream.crypto.sealing import is_marked, sealer_of
 
-    sealer = sealer_of(settings, repair=False)
-    if not sealer.enabled or not is_marked(raw):
+    if not is_marked(raw):
         return raw, None
+    sealer = sealer_of(settings, repair=False)
+    if not sealer.enabled:
+        return raw, NO_KEY
     await sealer.start()
     try:
         opener = Opener(sealer)

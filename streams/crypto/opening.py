@@ -9,7 +9,9 @@ the owner is known without any key.
 `Opener` is what a reader holds (`om serve`'s feeds, `om export`, `om tail`): `open(value, key)`
 gives the record's bytes opened, or None when the record is to be passed over: `Shredded` (its
 memory was deleted: counted, DEBUG) or `Tampered` (a warning without content).  An unmarked
-record, or any record under `PLAIN`, is returned as it is, without a parse.
+record is returned as it is, without a parse.  A sealed record read without a key (`PLAIN`: no
+namespace key configured for this process) is passed over too, with one warning naming the
+setting: decoded as it is, its envelopes would pass for text.
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ import orjson
 from .errors import KeyNotLoaded, Shredded, Tampered
 from .sealing import PLAIN, Sealer, content_owner, is_marked
 
-__all__ = ["SHREDDED", "TAMPERED", "Opener", "record_owner"]
+__all__ = ["NO_KEY", "SHREDDED", "TAMPERED", "Opener", "record_owner"]
 
 log = logging.getLogger("omstream.crypto")
 
 SHREDDED = "shredded"
 TAMPERED = "tampered"
+NO_KEY = "no-key"
 
 
 def record_owner(data: dict[str, Any], key: str | None = None) -> str:
@@ -67,8 +70,14 @@ class Opener:
     def open(self, value: bytes, key: str | None = None) -> bytes | None:
         """`value` opened; None when it is passed over (shredded or tampered).  A record that is
         not JSON is returned as it is: its decoder reports it."""
-        if not self.sealer.enabled or not is_marked(value):
+        if not is_marked(value):
             return value
+        if not self.sealer.enabled:
+            if not self.passed[NO_KEY]:
+                log.warning("sealed records read without a namespace key are passed over: give this process "
+                            "the namespace's key (OM_NAMESPACE_KEY or namespace_key_file)")
+            self.passed[NO_KEY] += 1
+            return None
         try:
             data = orjson.loads(value)
         except orjson.JSONDecodeError:

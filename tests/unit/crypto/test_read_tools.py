@@ -144,6 +144,15 @@ def test_dlq_show_opens_a_sealed_record_while_its_key_lives(monkeypatch):
     assert asyncio.run(opened_record(Settings(), raw, "thread:t9")) == (encode(m), None)
     asyncio.run(sealer.shred("thread:t9"))
     assert asyncio.run(opened_record(Settings(), raw, "thread:t9")) == (raw, "shredded")
-    # No key configured: shown as it is.
+    # No key configured: shown as it is, saying so; an unsealed record as it is.
     monkeypatch.setattr(omstream.crypto.sealing, "sealer_of", lambda settings, repair=True: PLAIN)
-    assert asyncio.run(opened_record(Settings(), raw, "thread:t9")) == (raw, None)
+    assert asyncio.run(opened_record(Settings(), raw, "thread:t9")) == (raw, "no-key")
+    assert asyncio.run(opened_record(Settings(), encode(m), "thread:t9")) == (encode(m), None)
+
+
+async def test_a_sealed_record_read_without_a_key_is_passed_over_never_shown_as_text(caplog):
+    sealer = Sealer(cast(Any, MemoryRing()))
+    rows = await sealed_log(sealer, log_records(), "resource:u1")
+    out, summary = exported(rows, Selection("resource:u1", None), Opener())
+    assert summary.skipped == Counter({"no-key": 6}) and b"om1" not in out
+    assert caplog.text.count("without a namespace key") == 1
