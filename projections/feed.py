@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from omstream import kafka
-from omstream.crypto.opening import Opener
+from omstream.crypto.opening import SHREDDED, Opener, skeleton
 from omstream.crypto.sealing import PLAIN, Sealer
 from omstream.engine.resolution import resolve
 from omstream.schemas.codec import decode_event
@@ -200,14 +200,14 @@ class ProjectionFeed:
                 store.set_position(partition, records[-1][0] + 1, self.applied.get(partition, -1))
 
     def _apply(self, partition: int, value: bytes, timestamp: int | None = None) -> str | None:
-        """Apply one event; its memory key, None for an unreadable one or one passed over (its
-        memory deleted)."""
+        """Apply one event; its memory key, None for an unreadable one or one passed over (of a
+        deleted memory: only its clear part reaches the views, `_apply_skeleton`)."""
         opened = self.opener.open(value)
         if opened is None:
             # Passed over, but its input is still done: a reader waiting for it must not wait.
             clear = orjson.loads(value)
             self._advance(partition, clear.get("inputOffset"), bool(clear.get("inputLast")))
-            return None
+            return self._apply_skeleton(clear) if self.opener.last == SHREDDED else None
         try:
             event = decode_event(opened)
         except ValueError as exc:
@@ -216,6 +216,18 @@ class ProjectionFeed:
         self.projection.apply_event(event)
         self.history.append(event, timestamp, value)  # as read: sealed at rest
         self._advance(partition, event.input_offset, bool(event.input_last))
+        return str(event.memory_key)
+
+    def _apply_skeleton(self, clear: dict[str, Any]) -> str | None:
+        """A deleted memory's event, without its content, into the views only (never into the
+        history, which serves events as they were): its memory's deletion event follows it, and
+        until then it keeps what the views know of ids and positions as the live read model
+        had it (in resource scope, the other threads' observed messages)."""
+        try:
+            event = decode_event(orjson.dumps(skeleton(clear)))
+        except ValueError:
+            return None
+        self.projection.apply_event(event)
         return str(event.memory_key)
 
     def _advance(self, partition: int, input_offset: int | None, input_last: bool) -> None:

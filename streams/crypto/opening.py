@@ -12,6 +12,12 @@ memory was deleted: counted, DEBUG) or `Tampered` (a warning without content).  
 record is returned as it is, without a parse.  A sealed record read without a key (`PLAIN`: no
 namespace key configured for this process) is passed over too, with one warning naming the
 setting: decoded as it is, its envelopes would pass for text.
+
+`skeleton(data)` is a shredded record's clear part: its sealed fields removed (or emptied where
+the schema needs a value).  What a projection may still apply of a deleted memory's event: ids,
+`seq`, cursors and observed message ids, so a read model rebuilt after one thread of a resource
+memory was deleted (which rolls the resource's key) keeps the other threads' observed messages
+observed; the deletion event that follows restores the observations the resource kept.
 """
 
 from __future__ import annotations
@@ -24,10 +30,12 @@ from typing import Any
 
 import orjson
 
+from .envelope import is_sealed
 from .errors import KeyNotLoaded, Shredded, Tampered
+from .fields import content_paths
 from .sealing import PLAIN, Sealer, content_owner, is_marked
 
-__all__ = ["NO_KEY", "SHREDDED", "TAMPERED", "Opener", "record_owner"]
+__all__ = ["NO_KEY", "SHREDDED", "TAMPERED", "Opener", "record_owner", "skeleton"]
 
 log = logging.getLogger("omstream.crypto")
 
@@ -51,12 +59,37 @@ def record_owner(data: dict[str, Any], key: str | None = None) -> str:
     return memory
 
 
+#: Content fields a record's schema requires: emptied rather than removed in a skeleton.
+_REQUIRED = frozenset({"data.message.content", "data.newTitle"})
+
+
+def skeleton(data: dict[str, Any]) -> dict[str, Any]:
+    """A copy of the record `data` without the content its envelopes sealed."""
+    out = dict(data)
+    for path in content_paths(out):
+        *parents, name = path.split(".")
+        holder: Any = out
+        for part in parents:
+            child = holder.get(part) if isinstance(holder, dict) else None
+            if isinstance(child, dict):
+                child = holder[part] = dict(child)
+            holder = child
+        if isinstance(holder, dict) and is_sealed(holder.get(name)):
+            if path in _REQUIRED:
+                holder[name] = ""
+            else:
+                del holder[name]
+    out.pop("omSealed", None)
+    return out
+
+
 @dataclass
 class Opener:
     """Opens the records a reader reads with `sealer`, and counts those it passes over."""
 
     sealer: Sealer = PLAIN
     passed: Tally[str] = field(default_factory=Tally)
+    last: str | None = None  # why the last record `open` passed over was passed over
 
     @property
     def enabled(self) -> bool:
@@ -77,6 +110,7 @@ class Opener:
                 log.warning("sealed records read without a namespace key are passed over: give this process "
                             "the namespace's key (OM_NAMESPACE_KEY or namespace_key_file)")
             self.passed[NO_KEY] += 1
+            self.last = NO_KEY
             return None
         try:
             data = orjson.loads(value)
@@ -90,10 +124,12 @@ class Opener:
         except (Shredded, KeyNotLoaded):
             # After `prepare` an unknown key is one compaction removed: shredded as well.
             self.passed[SHREDDED] += 1
+            self.last = SHREDDED
             log.debug("record of a deleted memory passed over", extra={"memoryKey": data.get("memoryKey") or key})
             return None
         except Tampered as exc:
             self.passed[TAMPERED] += 1
+            self.last = TAMPERED
             log.warning("sealed record does not authenticate, passed over", extra={
                 "memoryKey": data.get("memoryKey") or key, "type": data.get("type", "message"), "error": str(exc)})
             return None

@@ -218,3 +218,42 @@ async def test_a_deleted_memorys_text_leaves_the_search_index_files(tmp_path):
     assert index.count("thread:s") == 0 and index.count("thread:k") == 1
     assert SECRET.encode() not in on_disk(path)
     index.close()
+
+
+def observed(memory: Memory, thread: str, text: str, ids: tuple[str, ...], cursor: str):
+    event = memory.observed(text, thread_id=thread)
+    return event.model_copy(update={"data": event.data.model_copy(update={"observed_message_ids": ids,
+                                                                          "cursor": cursor})})
+
+
+async def test_a_read_model_rebuilt_after_a_resource_thread_deletion_keeps_the_other_threads_observed():
+    """One thread of a resource memory deleted rolls the resource's key: every older resource
+    event is shredded.  Their clear part still reaches the views, so t2's observed messages stay
+    observed and the deletion's kept observations are the text, as in the live read model."""
+    memory = Memory("resource:u1", "t1")
+    events = [memory.message(0, "t1 private words"), memory.message(1, "t2 words", thread_id="t2"),
+              observed(memory, "t1", '<thread id="t1">\n* t1 private fact\n</thread>', ("t1-m0",),
+                       "2025-03-03T09:00:00Z"),
+              observed(memory, "t2", '<thread id="t1">\n* t1 private fact\n</thread>\n<thread id="t2">\n* t2 fact\n'
+                       "</thread>", ("t2-m1",), "2025-03-03T09:01:00Z"),
+              memory.message(2, "t2 more words", thread_id="t2")]
+    deletion = memory.deleted(thread_id="t1", keeps='<thread id="t2">\n* t2 fact\n</thread>')
+    sealer = new_sealer()
+    rows = []
+    for offset, e in enumerate(events):
+        value = encode(e.model_copy(update={"input_offset": offset, "input_last": True}))
+        rows.append((offset, await sealer.seal(value, record_owner(orjson.loads(value)),
+                                                context=e.event_id.encode()), None))
+    # The worker: the resource's epoch and t1's messages shredded; the kept text under the next key.
+    await sealer.shred("resource:u1")
+    await sealer.shred("thread:resource:u1/t1")
+    value = encode(deletion)
+    rows.append((len(rows), await sealer.seal(value, "resource:u1", context=deletion.event_id.encode()), None))
+    live = fed([{0: [(o, encode(e), None) for o, e in enumerate([*events, deletion])]}])
+    rebuilt = fed([{0: rows}], sealer=sealer)
+    assert rebuilt.opener.passed["shredded"] == 3  # t1's message and the two observations
+    assert set(rebuilt.projection.threads) == set(live.projection.threads) == {"t2"}
+    assert rebuilt.projection.snapshot("t2") == live.projection.snapshot("t2")
+    assert "t1 private" not in orjson.dumps(rebuilt.projection.snapshot("t2")).decode()
+    # The feed's history serves only what still opens: t2's messages (the deletion is not kept).
+    assert [e.seq for e in rebuilt.history.since("resource:u1")] == [2, 5]
