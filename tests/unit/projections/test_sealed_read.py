@@ -2,13 +2,14 @@
 sealed events equals the one fed plain ones; events of a memory whose key was shredded are passed
 over (before or after the feed read them); the store keeps the events sealed; under `PLAIN`
 nothing changes, byte for byte; a deleted memory's text leaves the read model's and the search
-index's files."""
+index's files (text and embeddings)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, cast
 
+import numpy as np
 import orjson
 import pytest
 
@@ -214,9 +215,13 @@ async def test_a_deleted_memorys_text_leaves_the_search_index_files(tmp_path):
                             gone.message(0, "hi"),
                             gone.observed(group("s" * 16, "s-m0", "s-m0", [f"* 🔴 User's {SECRET}"]))])
     assert index.count("thread:s") == 1 and SECRET.encode() in on_disk(path)
+    (chunk,) = [orjson.loads(m)["text"] for (m,) in index._db.execute(
+        f"SELECT metadata FROM {index.name} WHERE memory_key = 'thread:s'")]  # noqa: S608
+    vector = np.asarray((await embedder.embed([chunk]))[0], dtype=np.float32).tobytes()
+    assert vector in on_disk(path)  # the control for the embedding too
     await projection.apply([gone.deleted()])
     assert index.count("thread:s") == 0 and index.count("thread:k") == 1
-    assert SECRET.encode() not in on_disk(path)
+    assert SECRET.encode() not in on_disk(path) and vector not in on_disk(path)
     index.close()
 
 
