@@ -176,6 +176,8 @@ class ProjectionFeed:
             if await self._consumer.position(tp) < end:
                 return
         self.ready = True
+        if self.opener.passed:  # how much of the topic belongs to deleted memories (or fails)
+            log.info("events passed over while catching up", extra={"passed": dict(self.opener.passed)})
 
     def _apply_batch(self, batch: Batch) -> None:
         """Apply one consumed batch; with a store, as one transaction (its steps below)."""
