@@ -42,7 +42,7 @@ import orjson
 
 from omstream import kafka
 from omstream.crypto.opening import SHREDDED, Opener, skeleton
-from omstream.crypto.sealing import PLAIN, Sealer
+from omstream.crypto.sealing import PLAIN, Sealer, sealer_of
 from omstream.engine.resolution import resolve
 from omstream.schemas.codec import decode_event
 from omstream.schemas.keys import memory_key
@@ -97,9 +97,12 @@ class ProjectionFeed:
     `store` (which the feed then owns: `stop` closes it)."""
 
     def __init__(self, settings: Settings, projection: ContextProjection | None = None,
-                 store: ReadModelStore | None = None, sealer: Sealer = PLAIN) -> None:
+                 store: ReadModelStore | None = None, sealer: Sealer | None = None) -> None:
         self.settings = settings
-        self.opener = Opener(sealer)
+        # None: the settings' own (`sealer_of`), started and stopped with the feed, so a one-off
+        # projection of a namespace with a key opens its events too; `om serve` shares one.
+        self._own_sealer = sealer is None
+        self.opener = Opener(sealer or PLAIN)
         self.projection = projection or ContextProjection(
             time_zone=settings.om.time_zone, retrieval=resolve(settings.om).retrieval,
             resource=ResourceRendering.of(settings.om))
@@ -114,6 +117,9 @@ class ProjectionFeed:
         self._consumer: AIOKafkaConsumer | None = None
 
     async def start(self) -> None:
+        if self._own_sealer:
+            self.opener.sealer = sealer_of(self.settings, repair=False)
+            await self.opener.sealer.start()
         self._consumer, self._ends = await open_events(self.settings, self._load)
         await self._check_ready()
 
@@ -148,6 +154,8 @@ class ProjectionFeed:
             await self._consumer.stop()
         if self.store is not None:
             self.store.close()
+        if self._own_sealer:
+            await self.opener.sealer.stop()
 
     async def run(self) -> None:
         while True:

@@ -1,7 +1,8 @@
 """`om serve` in a namespace with a key, on the real broker: sealed events on `<ns>.events` (written
 here as the fold agent will write them), a memory deleted and its key shredded before the server
 starts.  The server opens the live memory's events (its context window and feed read in clear),
-passes over the deleted one's, and keeps the events sealed in its data directory."""
+passes over the deleted one's, and keeps the events sealed in its data directory; a one-off
+`ProjectionFeed(settings)` opens them with the settings' key by itself."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from omstream import kafka
 from omstream.crypto.opening import record_owner
 from omstream.crypto.sealing import is_marked, sealer_of
 from omstream.infra.broker import free_port
+from omstream.projections.feed import ProjectionFeed
 from omstream.projections.web import serve
 from omstream.schemas.codec import encode
 from omstream.settings import Settings
@@ -92,6 +94,15 @@ async def test_om_serve_opens_sealed_events_and_passes_over_a_deleted_memorys(br
         server.cancel()
         with pytest.raises(asyncio.CancelledError):
             await server
+    # A one-off projection (no sealer given) takes the settings' key by itself.
+    feed = ProjectionFeed(settings)
+    await feed.start()
+    try:
+        await feed.read_to_end()
+        assert set(feed.projection.threads) == {"a"} and feed.opener.passed["shredded"] > 0
+        assert "alpha" in orjson.dumps(feed.projection.snapshot("a")).decode()
+    finally:
+        await feed.stop()
     # At rest: the events table holds the topic's bytes, sealed; nothing of b in any file.
     files = b"".join(p.read_bytes() for p in Path(tmp_path, "readmodel").rglob("*.sqlite*"))
     assert b"om1d:" in files
