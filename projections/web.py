@@ -235,6 +235,7 @@ async def _start_search(feed: ProjectionFeed, sealer: Sealer) -> SearchService |
         return None
     from .search.feed import start_search
 
+    await sealer.start()  # the index feed opens events from its start on
     return await start_search(feed.settings, sealer=sealer)
 
 
@@ -259,7 +260,8 @@ async def serve(settings: Settings, on_ready: Callable[[str], None] | None = Non
     `on_ready(url)` is called once the server listens and the feed reads the topics.  The
     projection is kept in the data directory (projections/store.py): a restart loads it and
     reads on from where it stopped.  With a namespace key, a key ring (`sealer_of`, not
-    repairing: the worker's ring repairs) opens every event the feeds read.
+    repairing: the worker's ring repairs) opens every event the feeds read; it reads `<ns>.keys`
+    after the port is bound (before, with semantic search: the index's feed starts first).
     """
     tokens = token_table(settings)  # refuses a network address without tokens, before anything
     sealer = sealer_of(settings, repair=False)  # PLAIN without a key; refuses a bad key before anything
@@ -270,7 +272,6 @@ async def serve(settings: Settings, on_ready: Callable[[str], None] | None = Non
     runner: web.AppRunner | None = None
     tasks: list[asyncio.Task[None]] = []
     try:
-        await sealer.start()  # reads <ns>.keys to its end: every live key is known before the feeds
         search = await _start_search(feed, sealer)
         runner = web.AppRunner(build_web_app(feed, versions, tokens, search.search if search else None),
                                access_log_class=AccessLog)
@@ -280,6 +281,8 @@ async def serve(settings: Settings, on_ready: Callable[[str], None] | None = Non
             await site.start()
         except OSError as exc:
             raise ListenError(settings.web_host, settings.web_port, exc) from None
+        if search is None:
+            await sealer.start()  # reads <ns>.keys to its end: every live key is known before the feed
         await feed.start()
         tasks.append(asyncio.create_task(feed.run()))
         if search is not None:

@@ -262,3 +262,26 @@ async def test_a_read_model_rebuilt_after_a_resource_thread_deletion_keeps_the_o
     assert "t1 private" not in orjson.dumps(rebuilt.projection.snapshot("t2")).decode()
     # The feed's history serves only what still opens: t2's messages (the deletion is not kept).
     assert [e.seq for e in rebuilt.history.since("resource:u1")] == [2, 5]
+
+
+async def test_the_search_index_feed_opens_sealed_events_and_passes_over_shredded_ones():
+    from omstream.projections.search.feed import IndexFeed
+
+    embedder, sealer = HashEmbedder(64), new_sealer()
+    index = SqliteVecIndex(":memory:", embedder.name, embedder.dim)
+    kept, gone = Memory("thread:k", "k"), Memory("thread:s", "s")
+    events = [kept.message(0, "hello"), kept.observed(group("k" * 16, "k-m0", "k-m0", ["* 🔴 User has a cat"])),
+              gone.message(0, "hi"), gone.observed(group("s" * 16, "s-m0", "s-m0", [f"* 🔴 User's {SECRET}"]))]
+    rows = []
+    for offset, e in enumerate(events):
+        value = encode(e)
+        rows.append((offset, await sealer.seal(value, record_owner(orjson.loads(value)), context=e.event_id.encode()),
+                     None))
+    await sealer.shred("thread:s")
+    feed = IndexFeed(Settings(), IndexProjection(index, embedder), index, sealer)
+    await feed.apply({0: rows})
+    assert index.count("thread:k") == 1 and index.count("thread:s") == 0
+    assert feed.opener.passed == {"shredded": 2} and index.positions() == {0: len(rows)}
+    (meta,) = [orjson.loads(m) for (m,) in index._db.execute(f"SELECT metadata FROM {index.name}")]  # noqa: S608
+    assert meta["text"] == "* 🔴 User has a cat"
+    index.close()
