@@ -23,6 +23,12 @@ and the next offsets commit together, so after a crash the views and the positio
 the batch is read again, its events applied once.  A store whose source does not match the
 topic any more (partitions changed, or the topic was recreated and is shorter than the stored
 offsets) is emptied and rebuilt.
+
+In a namespace with a key (`omstream.crypto`), each batch's keys are loaded (`prepare`) before it
+is applied, and each event is opened before it is decoded; one whose memory was deleted (its key
+shredded) or that does not authenticate is passed over and counted (`opener.passed`).  The store
+keeps the event's bytes as read, sealed: a copy of the data directory holds no readable history of
+a memory once its key is shredded (`StoredHistory` opens them when they are served).
 """
 
 from __future__ import annotations
@@ -32,7 +38,11 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from omstream import kafka
+from omstream.crypto.opening import SHREDDED, Opener, skeleton
+from omstream.crypto.sealing import PLAIN, Sealer, sealer_of
 from omstream.engine.resolution import resolve
 from omstream.schemas.codec import decode_event
 from omstream.schemas.keys import memory_key
@@ -87,14 +97,18 @@ class ProjectionFeed:
     `store` (which the feed then owns: `stop` closes it)."""
 
     def __init__(self, settings: Settings, projection: ContextProjection | None = None,
-                 store: ReadModelStore | None = None) -> None:
+                 store: ReadModelStore | None = None, sealer: Sealer | None = None) -> None:
         self.settings = settings
+        # None: the settings' own (`sealer_of`), started and stopped with the feed, so a one-off
+        # projection of a namespace with a key opens its events too; `om serve` shares one.
+        self._own_sealer = sealer is None
+        self.opener = Opener(sealer or PLAIN)
         self.projection = projection or ContextProjection(
             time_zone=settings.om.time_zone, retrieval=resolve(settings.om).retrieval,
             resource=ResourceRendering.of(settings.om))
         self.store = store
         # Every memory's events, for the live feed (projections/sse.py).
-        self._stored = None if store is None else StoredHistory(store, {})
+        self._stored = None if store is None else StoredHistory(store, {}, self.opener)
         self.history: EventHistory = self._stored or EventHistory()
         self.changed = asyncio.Condition()
         self.ready = False  # True once every partition is read up to its end offset at start
@@ -103,6 +117,9 @@ class ProjectionFeed:
         self._consumer: AIOKafkaConsumer | None = None
 
     async def start(self) -> None:
+        if self._own_sealer:
+            self.opener.sealer = sealer_of(self.settings, repair=False)
+            await self.opener.sealer.start()
         self._consumer, self._ends = await open_events(self.settings, self._load)
         await self._check_ready()
 
@@ -137,6 +154,8 @@ class ProjectionFeed:
             await self._consumer.stop()
         if self.store is not None:
             self.store.close()
+        if self._own_sealer:
+            await self.opener.sealer.stop()
 
     async def run(self) -> None:
         while True:
@@ -150,6 +169,7 @@ class ProjectionFeed:
     async def _read(self) -> None:
         assert self._consumer is not None
         batch = await self._consumer.getmany(timeout_ms=500, max_records=2000)
+        await self.opener.prepare(r.value for records in batch.values() for r in records)
         self._apply_batch({tp.partition: [(r.offset, r.value, r.timestamp) for r in records]
                            for tp, records in batch.items() if records})
         if not self.ready:
@@ -164,6 +184,8 @@ class ProjectionFeed:
             if await self._consumer.position(tp) < end:
                 return
         self.ready = True
+        if self.opener.passed:  # how much of the topic belongs to deleted memories (or fails)
+            log.info("events passed over while catching up", extra={"passed": dict(self.opener.passed)})
 
     def _apply_batch(self, batch: Batch) -> None:
         """Apply one consumed batch; with a store, as one transaction (its steps below)."""
@@ -188,20 +210,42 @@ class ProjectionFeed:
                 store.set_position(partition, records[-1][0] + 1, self.applied.get(partition, -1))
 
     def _apply(self, partition: int, value: bytes, timestamp: int | None = None) -> str | None:
-        """Apply one event; its memory key, None for an unreadable one."""
+        """Apply one event; its memory key, None for an unreadable one or one passed over (of a
+        deleted memory: only its clear part reaches the views, `_apply_skeleton`)."""
+        opened = self.opener.open(value)
+        if opened is None:
+            # Passed over, but its input is still done: a reader waiting for it must not wait.
+            clear = orjson.loads(value)
+            self._advance(partition, clear.get("inputOffset"), bool(clear.get("inputLast")))
+            return self._apply_skeleton(clear) if self.opener.last == SHREDDED else None
         try:
-            event = decode_event(value)
+            event = decode_event(opened)
         except ValueError as exc:
             log.warning("unreadable event skipped", extra={"error": str(exc)[:300]})
             return None
         self.projection.apply_event(event)
-        self.history.append(event, timestamp, value)
-        if event.input_offset is not None:
+        self.history.append(event, timestamp, value)  # as read: sealed at rest
+        self._advance(partition, event.input_offset, bool(event.input_last))
+        return str(event.memory_key)
+
+    def _apply_skeleton(self, clear: dict[str, Any]) -> str | None:
+        """A deleted memory's event, without its content, into the views only (never into the
+        history, which serves events as they were): its memory's deletion event follows it, and
+        until then it keeps what the views know of ids and positions as the live read model
+        had it (in resource scope, the other threads' observed messages)."""
+        try:
+            event = decode_event(orjson.dumps(skeleton(clear)))
+        except ValueError:
+            return None
+        self.projection.apply_event(event)
+        return str(event.memory_key)
+
+    def _advance(self, partition: int, input_offset: int | None, input_last: bool) -> None:
+        if input_offset is not None:
             # An input's output is complete with its last event; before that, only the inputs
             # before it are (one record's events may arrive in separate fetches).
-            done = event.input_offset if event.input_last else event.input_offset - 1
+            done = input_offset if input_last else input_offset - 1
             self.applied[partition] = max(done, self.applied.get(partition, -1))
-        return str(event.memory_key)
 
     def memory_of(self, thread_id: str) -> str | None:
         """The memory key of a thread's events: in thread scope its own; in resource scope its

@@ -17,6 +17,12 @@ plain SQL with an index; and the file can be inspected with the `sqlite3` shell.
 a few milliseconds per batch, so they run on the event loop, which keeps the views in memory
 and the rows in one order: nothing can read a view between its change and its row.
 
+Deleted text leaves the file: `secure_delete` zeroes what a delete or an update removes (in the
+page, and pages freed whole), and a batch that deleted a memory or a thread is followed by a
+checkpoint that truncates the WAL, so neither the main file nor `-wal` keeps its old pages
+(`erase_after`).  The `events` rows keep the topic's bytes, sealed when the namespace has a key
+(projections/feed.py says why).
+
 Several processes: each `om serve` takes the first free *slot* of its (data dir, namespace,
 version), an exclusive `flock` on `slot-N.lock` held for its lifetime, and owns that slot's
 file.  A second server on the same data directory gets slot 1 (and its own store, rebuilt the
@@ -82,6 +88,14 @@ def atomic(db: Any) -> Iterator[None]:
     db.execute("COMMIT")
 
 
+def erase_after(db: Any, path: object) -> None:
+    """After a committed delete: copy the WAL into the main file and truncate it, so the pages
+    that held the deleted rows (zeroed since, by `secure_delete`) are gone from `-wal` too."""
+    rows = list(db.execute("PRAGMA wal_checkpoint(TRUNCATE)"))
+    if rows and rows[0][0]:  # busy: a reader holds the WAL; the next delete's checkpoint retries
+        log.warning("WAL checkpoint after a deletion was blocked by a reader", extra={"path": str(path)})
+
+
 class ReadModelBusy(OmError, RuntimeError):
     """Every slot of this version's read model in this data directory is held by a running
     `om serve`: stop one, or give this one another `data_dir`."""
@@ -119,7 +133,10 @@ class ReadModelStore:
         # With WAL, NORMAL syncs at checkpoints: a power cut may lose the last batches, never
         # split one (the feed reads them again from the topic).
         self._db.execute("PRAGMA synchronous=NORMAL")
+        # A deleted memory's text must not stay in free space (see the module's docstring).
+        self._db.execute("PRAGMA secure_delete=ON")
         self._db.executescript(_SCHEMA)
+        self._erased = False  # a delete in the current batch: truncate the WAL after it
         layout = self._meta("layout")
         if layout is None:  # a new file
             self._db.execute("INSERT INTO meta VALUES ('layout', ?)", (LAYOUT,))
@@ -143,10 +160,14 @@ class ReadModelStore:
         """One batch's writes: all committed, or (on any exception) none."""
         with atomic(self._db):
             yield
+        if self._erased:
+            self._erased = False
+            erase_after(self._db, self.path)
 
     def reset(self, why: str) -> None:
         """Empty every table: the projection is rebuilt from the topic's beginning."""
         log.warning("read model store emptied, rebuilding from the topic", extra={"path": str(self.path), "why": why})
+        self._erased = True
         with self.transaction():
             for table in _TABLES:
                 self._db.execute(f"DELETE FROM {table}")  # noqa: S608 - the names are the constants above
@@ -186,6 +207,7 @@ class ReadModelStore:
 
     def forget_events(self, memory_key: str, seqs: list[int] | None = None) -> None:
         """The memory's events, or only those at `seqs`."""
+        self._erased = True
         if seqs is None:
             self._db.execute("DELETE FROM events WHERE memory_key = ?", (memory_key,))
         else:
@@ -221,6 +243,7 @@ class ReadModelStore:
         thread deleted and made again in one batch starts over), then each changed one's head
         and new messages."""
         touched, dropped = projection.take_changes()
+        self._erased = self._erased or bool(dropped)
         for thread_id in dropped:
             self._db.execute("DELETE FROM views WHERE thread_id = ?", (thread_id,))
             self._db.execute("DELETE FROM messages WHERE thread_id = ?", (thread_id,))

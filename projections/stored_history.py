@@ -7,23 +7,41 @@ memory and the subscribers stay in memory; `since` reads the rows and decodes th
 (`omstream.schemas.codec`), so a replay costs what it reads, not what the history holds.  Rows
 are written inside the feed's batch transaction (projections/feed.py), with the views and the
 position they belong to.
+
+The rows keep the events' bytes as read from the topic, sealed in a namespace with a key: `since`
+opens them with the feed's `Opener` and passes over those of a memory (or, in resource scope, a
+thread) whose key was shredded since.  Deleting one thread's rows reads the thread from the clear
+fields, so it needs no key.
 """
 
 from __future__ import annotations
 
+import orjson
+
+from omstream.crypto.opening import Opener
 from omstream.schemas.codec import decode_event, encode
 
 from .history import EventHistory, HistoryEntry, entry_of
-from .resource_views import of_thread
 from .store import ReadModelStore
 
-__all__ = ["StoredHistory"]
+__all__ = ["StoredHistory", "thread_of"]
+
+
+def thread_of(raw: bytes) -> str | None:
+    """The thread whose own event `raw` is (`resource_views.of_thread`), from its clear fields."""
+    data = orjson.loads(raw)
+    if data.get("type") == "om-message-accepted":
+        return str(data["data"]["message"]["threadId"])
+    thread = data.get("threadId")
+    return None if thread is None else str(thread)
 
 
 class StoredHistory(EventHistory):
-    def __init__(self, store: ReadModelStore, last_seqs: dict[str, int] | None = None) -> None:
+    def __init__(self, store: ReadModelStore, last_seqs: dict[str, int] | None = None,
+                 opener: Opener | None = None) -> None:
         super().__init__()
         self.store = store
+        self.opener = opener or Opener()
         self._last_seq = dict(last_seqs) if last_seqs is not None else store.last_seqs()
 
     def restore(self, last_seqs: dict[str, int]) -> None:
@@ -38,11 +56,16 @@ class StoredHistory(EventHistory):
         self.store.forget_events(memory_key)
 
     def _forget_thread(self, memory_key: str, thread_id: str) -> None:
-        self.store.forget_events(memory_key, [e.seq for e in self.since(memory_key) if of_thread(e.event, thread_id)])
+        self.store.forget_events(memory_key, [seq for seq, _, value in self.store.events_since(memory_key, 0)
+                                              if thread_of(value) == thread_id])
 
     def since(self, memory_key: str, seq: int = 0) -> list[HistoryEntry]:
-        return [entry_of(decode_event(value), appended_ms)
-                for _, appended_ms, value in self.store.events_since(memory_key, seq)]
+        entries = []
+        for _, appended_ms, value in self.store.events_since(memory_key, seq):
+            opened = self.opener.open(value, memory_key)
+            if opened is not None:
+                entries.append(entry_of(decode_event(opened), appended_ms))
+        return entries
 
     def memories(self) -> list[str]:
         return self.store.memories()

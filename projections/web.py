@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from omstream.api_tokens import TokenTable
+from omstream.crypto.sealing import PLAIN, Sealer, sealer_of
 from omstream.schemas.errors import OmError
 from omstream.schemas.positions import LogPosition
 from omstream.settings import Settings
@@ -77,8 +78,9 @@ class Versions:
     """The projection of each version a reader asked for: the served one, and others built on
     their first request and followed from then on (`persistent`: each in its own store)."""
 
-    def __init__(self, feed: ProjectionFeed, persistent: bool = False) -> None:
+    def __init__(self, feed: ProjectionFeed, persistent: bool = False, sealer: Sealer = PLAIN) -> None:
         self.served = feed
+        self.sealer = sealer  # every version's events are sealed with the namespace's keys
         self.persistent = persistent
         self._others: dict[str, tuple[ProjectionFeed, asyncio.Task[None]]] = {}
         self._lock = asyncio.Lock()
@@ -99,7 +101,8 @@ class Versions:
                 topic = Topics.of(other).events
                 if not (await partitions_of(settings.bootstrap, [topic])).get(topic):
                     return None
-                feed = ProjectionFeed(other, store=open_store(other) if self.persistent else None)
+                feed = ProjectionFeed(other, store=open_store(other) if self.persistent else None,
+                                      sealer=self.sealer)
                 await feed.start()
                 self._others[version] = (feed, asyncio.create_task(feed.run()))
         feed = self._others[version][0]
@@ -224,7 +227,7 @@ def build_web_app(feed: ProjectionFeed, versions: Versions | None = None,
     return app
 
 
-async def _start_search(feed: ProjectionFeed) -> SearchService | None:
+async def _start_search(feed: ProjectionFeed, sealer: Sealer) -> SearchService | None:
     """The semantic search index, when the memory's `retrieval.vector` asks for it: its own
     consumer of the events, so a slow embedder never delays the context windows."""
     retrieval = feed.projection.retrieval
@@ -232,7 +235,8 @@ async def _start_search(feed: ProjectionFeed) -> SearchService | None:
         return None
     from .search.feed import start_search
 
-    return await start_search(feed.settings)
+    await sealer.start()  # the index feed opens events from its start on
+    return await start_search(feed.settings, sealer=sealer)
 
 
 async def _index(search: SearchService) -> None:
@@ -255,23 +259,30 @@ async def serve(settings: Settings, on_ready: Callable[[str], None] | None = Non
     The port is bound first, so a taken one fails before any broker round trip (`ListenError`);
     `on_ready(url)` is called once the server listens and the feed reads the topics.  The
     projection is kept in the data directory (projections/store.py): a restart loads it and
-    reads on from where it stopped.
+    reads on from where it stopped.  With a namespace key, a key ring (`sealer_of`, not
+    repairing: the worker's ring repairs) opens every event the feeds read; it reads `<ns>.keys`
+    after the port is bound (before, with semantic search: the index's feed starts first).
     """
     tokens = token_table(settings)  # refuses a network address without tokens, before anything
+    sealer = sealer_of(settings, repair=False)  # PLAIN without a key; refuses a bad key before anything
     # The read model persists in the data directory: a restart reads only what is new.
-    feed = ProjectionFeed(settings, store=open_store(settings))
-    versions = Versions(feed, persistent=True)
-    search = await _start_search(feed)
-    runner = web.AppRunner(build_web_app(feed, versions, tokens, search.search if search else None),
-                           access_log_class=AccessLog)
-    await runner.setup()
+    feed = ProjectionFeed(settings, store=open_store(settings), sealer=sealer)
+    versions = Versions(feed, persistent=True, sealer=sealer)
+    search: SearchService | None = None
+    runner: web.AppRunner | None = None
     tasks: list[asyncio.Task[None]] = []
     try:
+        search = await _start_search(feed, sealer)
+        runner = web.AppRunner(build_web_app(feed, versions, tokens, search.search if search else None),
+                               access_log_class=AccessLog)
+        await runner.setup()
         site = web.TCPSite(runner, settings.web_host, settings.web_port)
         try:
             await site.start()
         except OSError as exc:
             raise ListenError(settings.web_host, settings.web_port, exc) from None
+        if search is None:
+            await sealer.start()  # reads <ns>.keys to its end: every live key is known before the feed
         await feed.start()
         tasks.append(asyncio.create_task(feed.run()))
         if search is not None:
@@ -284,8 +295,10 @@ async def serve(settings: Settings, on_ready: Callable[[str], None] | None = Non
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        await runner.cleanup()
+        if runner is not None:
+            await runner.cleanup()
         await versions.stop()
         if search is not None:
             await search.close()
         await feed.stop()
+        await sealer.stop()

@@ -17,6 +17,11 @@ Only what the fold applied is history, so the export leaves out:
 
 Refusals are known only for records the worker has folded: export a log the worker has caught
 up with.
+
+In a namespace with a key, each record is opened before it is chosen, and the export is written
+in clear (what `om simulate` reads).  A record whose key was shredded (a deleted thread, or a
+deleted thread's messages in resource scope) is never written: it is counted as `shredded`, one
+that does not authenticate as `tampered`, and a sealed one read without a key as `no-key`.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from typing import Any, BinaryIO
 
 from pydantic import ValidationError
 
+from omstream.crypto.opening import Opener
+from omstream.crypto.sealing import sealer_of
 from omstream.schemas.codec import DecodeFailure, decode_input, encode
 from omstream.schemas.dead_letters import DeadLetter, DeadLetterCode
 from omstream.schemas.errors import OmError
@@ -41,7 +48,8 @@ from .topics import Topics, memory_partition, partitions_of, read_until_end
 __all__ = ["ExportSummary", "Selection", "UnknownVersion", "choose", "export", "refused_positions"]
 
 #: Why a record of the log is not in the export, in the order `choose` checks them.
-SKIP_REASONS = ("other-memory", "undecodable", "model-result", "other-thread", "dead-lettered")
+SKIP_REASONS = ("other-memory", "shredded", "tampered", "no-key", "undecodable", "model-result", "other-thread",
+                "dead-lettered")
 
 #: Dead-letter codes of records the fold did apply (it refused part of them itself).
 FOLDED_CODES: frozenset[DeadLetterCode] = frozenset({"conflict"})
@@ -137,12 +145,33 @@ async def export(settings: Settings, *, thread: str | None, resource: str | None
             summary.skipped["other-memory"] += 1
     letters = [record.value async for record in read_until_end(settings.bootstrap, topics.dlq, layout[topics.dlq])]
     selection = Selection(key, thread, refused_positions(letters, topics.log))
-    for record in candidates:
-        chosen = choose(record.key, record.value, (record.partition, record.offset), selection)
+    sealer = sealer_of(settings, repair=False)
+    await sealer.start()
+    try:
+        opener = Opener(sealer)
+        await opener.prepare(record.value for record in candidates)
+        write_chosen(((record.key, record.value, (record.partition, record.offset)) for record in candidates),
+                     selection, opener, summary, out)
+    finally:
+        await sealer.stop()
+    return summary
+
+
+def write_chosen(records: Iterable[tuple[bytes | None, bytes | None, tuple[int, int]]], selection: Selection,
+                 opener: Opener, summary: ExportSummary, out: BinaryIO) -> None:
+    """Each record of the memory (key, value, position) opened, chosen and written to `out`;
+    the ones left out counted in `summary` by reason.  `opener` has its keys loaded."""
+    passed = opener.passed.copy()
+    for raw_key, value, position in records:
+        opened = value if value is None else opener.open(value, raw_key.decode("utf-8", "replace") if raw_key else None)
+        if opened is None:
+            continue
+        chosen = choose(raw_key, opened, position, selection)
         if isinstance(chosen, str):
             summary.skipped[chosen] += 1
             continue
         out.write(encode(chosen) + b"\n")
         summary.written += 1
+    # What the opener passed over here: shredded (a deleted memory's) or tampered records.
+    summary.skipped.update(opener.passed - passed)
     out.flush()
-    return summary

@@ -6,6 +6,9 @@ embedder) never delays the context windows, and the index knows its own position
 reads on from where it committed, a new embedder's empty index reads from the beginning (the
 rebuild), and a topic recreated or repartitioned since empties it first.
 
+Each event is opened (`omstream.crypto.opening.Opener`) before it is decoded: one of a deleted
+memory is passed over, as in the context projection.
+
 `start_search(settings)` is what `om serve` starts: the embedder of `[omstream] embedder`, its
 index beside the read model, the feed, and the `ObservationSearch` the recall operation asks.
 """
@@ -18,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from omstream.crypto.opening import Opener
+from omstream.crypto.sealing import PLAIN, Sealer
 from omstream.embedding import Embedder, make_embedder
 from omstream.projections.store import store_dir
 from omstream.schemas.codec import decode_event
@@ -43,8 +48,10 @@ class IndexFeed:
     """`<ns>.events` into an `IndexProjection`; `listeners` are called with each batch once it
     is committed (the lag bench's probe)."""
 
-    def __init__(self, settings: Settings, projection: IndexProjection, index: SqliteVecIndex) -> None:
+    def __init__(self, settings: Settings, projection: IndexProjection, index: SqliteVecIndex,
+                 sealer: Sealer = PLAIN) -> None:
         self.settings, self.projection, self.index = settings, projection, index
+        self.opener = Opener(sealer)
         self.ready = False
         self.listeners: list[Callable[[Batch], None]] = []
         self._ends: dict[Any, int] = {}
@@ -98,10 +105,14 @@ class IndexFeed:
 
     async def apply(self, batch: Batch) -> None:
         events = []
+        await self.opener.prepare(value for records in batch.values() for _, value, _ in records)
         for records in batch.values():
             for _, value, _ in records:
+                opened = self.opener.open(value)
+                if opened is None:
+                    continue  # of a deleted memory (counted by the opener)
                 try:
-                    events.append(decode_event(value))
+                    events.append(decode_event(opened))
                 except ValueError as exc:
                     log.warning("unreadable event skipped", extra={"error": str(exc)[:300]})
         # Partitions hold different memories: their events' relative order does not matter.
@@ -132,8 +143,10 @@ class SearchService:
         self.index.close()
 
 
-async def start_search(settings: Settings, embedder: Embedder | None = None) -> SearchService:
-    """The search of `settings` (`[omstream] embedder`), its index opened and its feed started."""
+async def start_search(settings: Settings, embedder: Embedder | None = None,
+                       sealer: Sealer = PLAIN) -> SearchService:
+    """The search of `settings` (`[omstream] embedder`), its index opened and its feed started;
+    `sealer` (started) opens the events of a namespace with a key."""
     embedder = embedder or make_embedder(settings.embedder)
     # A first call loads a local model (a second or so) or tells a remote one's dimension: done
     # here, so neither the first batch nor the first search waits for it.
@@ -141,7 +154,7 @@ async def start_search(settings: Settings, embedder: Embedder | None = None) -> 
     await (probe() if probe is not None else embedder.embed(["warm up"]))
     index = await asyncio.to_thread(open_index, store_dir(settings), embedder.name, embedder.dim)
     projection = IndexProjection(index, embedder)
-    feed = IndexFeed(settings, projection, index)
+    feed = IndexFeed(settings, projection, index, sealer)
     try:
         await feed.start()
     except BaseException:

@@ -33,7 +33,7 @@ import sqlite_vec
 from omstream.embedding import Vectors
 from omstream.schemas.errors import OmError
 
-from ..store import atomic
+from ..store import atomic, erase_after
 from .vectors import Entry, Hit, MemoryMeta, ThreadMeta, index_name
 
 __all__ = ["SearchIndexBusy", "SqliteVecIndex", "open_index"]
@@ -88,6 +88,10 @@ class SqliteVecIndex:
         self._db.enable_load_extension(False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        # A deleted memory's chunks (their text is in each entry's metadata) must not stay in
+        # free pages, nor in the WAL: zeroed on delete, and the WAL truncated after the batch.
+        self._db.execute("PRAGMA secure_delete=ON")
+        self._erased = False
         self._db.execute(_SCHEMA)
         self._table = index_name(dim)
         self._create_vectors()
@@ -122,10 +126,14 @@ class SqliteVecIndex:
         """One batch's writes: all committed, or (on any exception) none."""
         with atomic(self._db):
             yield
+        if self._erased and str(self.path) != ":memory:":
+            self._erased = False
+            erase_after(self._db, self.path)
 
     def reset(self, why: str) -> None:
         """Empty the index: it is rebuilt from the topic's beginning."""
         log.warning("search index emptied, rebuilding from the topic", extra={"path": str(self.path), "why": why})
+        self._erased = True
         with self.transaction():
             for table in ("meta", "positions", "memories", "threads"):
                 self._db.execute(f"DELETE FROM {table}")  # noqa: S608 - the names above
@@ -198,9 +206,11 @@ class SqliteVecIndex:
              for e in entries])
 
     def delete_memory(self, memory_key: str) -> None:
+        self._erased = True
         self._db.execute(f"DELETE FROM {self._table} WHERE memory_key = ?", (memory_key,))  # noqa: S608
 
     def delete_thread(self, memory_key: str, thread_id: str) -> None:
+        self._erased = True
         self._db.execute(f"DELETE FROM {self._table} WHERE memory_key = ? AND thread_id = ?",  # noqa: S608
                          (memory_key, thread_id))
 

@@ -5,6 +5,9 @@ A dead letter is named by its own position in the dead-letter topic, `PARTITION:
 `<ns>.log` the way `om produce` does (`OmClient`, keyed by the memory key), after checking it
 as the worker will: a record that still does not decode, or still breaks a size limit, is
 refused here with the reason, and nothing is sent.
+
+In a namespace with a key, `show` opens a sealed record when its key is alive, and otherwise
+shows it as it is, saying why (`opened_record`): a deleted memory's record stays ciphertext.
 """
 
 from __future__ import annotations
@@ -146,10 +149,34 @@ def _record_view(raw: bytes) -> dict[str, Any]:
         return {"decodes": False, "why": record.reason, "base64": base64.b64encode(raw).decode()}
 
 
+async def opened_record(settings: Settings, raw: bytes, key: str | None) -> tuple[bytes, str | None]:
+    """The record opened with the namespace's keys, and None; or, when it cannot be opened,
+    `raw` itself and why (`shredded`, `tampered`, `no-key`).  An unsealed record: `raw`, None."""
+    from omstream.crypto.opening import NO_KEY, Opener
+    from omstream.crypto.sealing import is_marked, sealer_of
+
+    if not is_marked(raw):
+        return raw, None
+    sealer = sealer_of(settings, repair=False)
+    if not sealer.enabled:
+        return raw, NO_KEY
+    await sealer.start()
+    try:
+        opener = Opener(sealer)
+        await opener.prepare([raw])
+        opened = opener.open(raw, key)
+    finally:
+        await sealer.stop()
+    return (raw, next(iter(opener.passed))) if opened is None else (opened, None)
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     x = _find(settings, args)
-    view = {**x.summary(), "record": _record_view(x.letter.original())}
+    raw, sealed = asyncio.run(opened_record(settings, x.letter.original(), x.letter.key))
+    view = {**x.summary(), "record": _record_view(raw)}
+    if sealed is not None:
+        view["sealed"] = sealed  # shown as it is: its key was shredded, or it does not authenticate
     view.pop("value")
     if args.json:
         print(orjson.dumps(view).decode())
@@ -161,6 +188,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"source:  {source.topic} partition {source.partition} offset {source.offset}")
     print(f"key:     {x.letter.key}")
     print(f"thread:  {x.thread_id or '-'}")
+    if sealed is not None:
+        print(f"sealed:  {sealed} (its content cannot be opened: shown as it is)")
     record = view["record"]
     if "decoded" in record:
         print("record (decodes):")

@@ -1,7 +1,8 @@
 """`om tail`: the lifecycle events of `<ns>.events` as they happen, one line each.
 
 `follow` is the one reader of the event topic for people: `om tail` prints what it yields, and
-`om demo` prints the demo's events through `tail`.
+`om demo` prints the demo's events through `tail`.  In a namespace with a key it opens each event
+(`--json` prints it opened) and passes over those of a deleted memory.
 """
 
 from __future__ import annotations
@@ -59,26 +60,37 @@ def describe_event(event: Event) -> str:
 
 
 async def follow(settings: Settings, *, from_beginning: bool) -> AsyncGenerator[tuple[bytes, Event], None]:
-    """The version's events, each with its bytes, from the first or from now on, until the
-    caller stops.  An event re-sent after a worker crash (a `seq` its memory had) comes once."""
+    """The version's events, each with its bytes (opened), from the first or from now on, until
+    the caller stops.  An event re-sent after a worker crash (a `seq` its memory had) comes once;
+    one whose memory was deleted (its key shredded) does not come."""
+    from omstream.crypto.opening import Opener
+    from omstream.crypto.sealing import sealer_of
     from omstream.schemas.codec import decode_event
 
     from .. import kafka
     from ..topics import Topics
 
+    sealer = sealer_of(settings, repair=False)
+    opener = Opener(sealer)
     consumer = kafka.reader(settings, Topics.of(settings).events,
                             auto_offset_reset="earliest" if from_beginning else "latest")
-    await consumer.start()
     last_seq: dict[str, int] = {}
     try:
+        await sealer.start()
+        await consumer.start()
         async for record in consumer:
-            event = decode_event(record.value)
+            await opener.prepare([record.value])
+            value = opener.open(record.value)
+            if value is None:
+                continue
+            event = decode_event(value)
             if event.seq <= last_seq.get(event.memory_key, 0):
                 continue
             last_seq[event.memory_key] = event.seq
-            yield record.value, event
+            yield value, event
     finally:
         await consumer.stop()
+        await sealer.stop()
 
 
 async def tail(settings: Settings, *, thread: str | None, from_beginning: bool, as_json: bool,
