@@ -38,12 +38,13 @@ from ..limits import Limits
 from ..memories import StateCache
 from ..settings import Settings
 from ..signing import result_key
-from ..topics import Topics
+from ..topics import Topics, partitions_of, sealed
 from ..versions import WorkerStats, register, stats_path, version_info
 from .capability import takes_attachments_apart
 from .faust_repairs import WorkerApp, WorkerTopic
 from .fold_loop import FoldLoop
 from .folding import FoldContext
+from .relay import IntakeRelay, PlainWatch, relay_group
 from .sending import ProducerSender, until_done
 from .table import StateStore, TableChangelog, TableFiles
 
@@ -118,6 +119,7 @@ def build_app(settings: Settings) -> faust.App:
     import_references(settings.om)  # extractor code: a missing module stops the start
     if settings.role in ("all", "fold"):
         _add_fold_agent(app, settings, config, key_for_results, sender, stats)
+        _add_intake_relay(app, settings)
     if settings.role in ("all", "models"):
         _add_model_agent(app, settings, config, key_for_results, sender, stats)
 
@@ -137,7 +139,8 @@ def _add_fold_agent(app: WorkerApp, settings: Settings, config: EngineConfig, ke
         options={"block_cache_size": 16 * 1024**2, "block_cache_compressed_size": 4 * 1024**2},
     )
     intake = Intake(Backlog(BACKLOG_RECORDS, BACKLOG_BYTES))
-    app.taps[topics.log] = intake.put
+    # With a namespace key, a producer writing the log unsealed is warned about (once a memory).
+    app.taps[topics.log] = PlainWatch().tap(intake.put) if sealed(settings) else intake.put
     folds = FoldLoop(
         FoldContext(settings, topics, config, Limits.from_settings(settings), key_for_results, settings.thread_filter,
                     settings.resource_filter),
@@ -167,6 +170,24 @@ def _add_fold_agent(app: WorkerApp, settings: Settings, config: EngineConfig, ke
         await folds.run(flowing(intake.batches(settings.batch_max, settings.memory_batch_max,
                                                settings.batch_wait_ms / 1000, lambda: app.consumer_generation_id)),
                         lambda: app.consumer_generation_id)
+
+
+def _add_intake_relay(app: WorkerApp, settings: Settings) -> None:
+    """Plain producers' records from `<ns>.intake`, sealed, into the log (`omstream.worker.relay`).
+    Without a namespace key there is no intake; one left from a time with a key is still relayed
+    (unsealed), so what a producer wrote there is never stranded."""
+    from omstream.crypto.sealing import sealer_of
+
+    topics = Topics.of(settings)
+
+    @app.task  # type: ignore[untyped-decorator]  # faust's decorators are untyped
+    async def intake_relay() -> None:
+        if not sealed(settings) and not (await partitions_of(settings.bootstrap, [topics.intake])).get(topics.intake):
+            return
+        relay = IntakeRelay(settings.bootstrap, topics.intake, topics.log, relay_group(settings.namespace),
+                            sealer_of(settings), tick_after_ms=settings.shred_window_ms)
+        log.info("intake relay started", extra={"intake": topics.intake})
+        await relay.run()
 
 
 def _add_model_agent(app: WorkerApp, settings: Settings, config: EngineConfig, key_for_results: bytes,
