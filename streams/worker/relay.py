@@ -160,6 +160,7 @@ class IntakeRelay:
         self._producer: AIOKafkaProducer | None = None
         self._admin: AIOKafkaAdminClient | None = None
         self._ready = asyncio.Event()
+        self._owed: dict[TopicPartition, int] = {}  # deletions that failed, tried again each pass
 
     async def run(self) -> None:
         """Relay until cancelled."""
@@ -193,6 +194,8 @@ class IntakeRelay:
                     for tp, records in batch.items():
                         if tp.partition in self._held:  # not revoked while fetched
                             await self._relay(tp, records)
+                    for tp, before in list(self._owed.items()):
+                        await self._delete(tp, before)
                     await self._tick_idle()
                 self._ready.set()
         finally:
@@ -301,8 +304,10 @@ class IntakeRelay:
         try:
             done = await self._admin.delete_records({tp: RecordsToDelete(before_offset=before)})
             self.stats.deleted_to[tp.partition] = int(done.get(tp, before))
-        except Exception as exc:  # a moved leader, a timeout: the records are relayed, kept a while
-            log.warning("could not delete relayed intake records of partition %d: %s", tp.partition, exc)
+            self._owed.pop(tp, None)
+        except Exception as exc:  # a moved leader, a timeout: relayed, so only later; tried each pass
+            self._owed[tp] = before
+            log.warning("could not delete relayed intake records of partition %d yet: %s", tp.partition, exc)
 
     async def _tick_idle(self) -> None:
         """A tick on each partition idle since `segment.ms`, so its last segment closes."""

@@ -189,3 +189,16 @@ def test_unsealed_content_on_the_log_is_warned_about_once_per_memory(caplog: Any
     assert not watch.note(b"thread:t3", orjson.dumps(DELETED), None)  # no content
     assert not watch.note(b"thread:t3", orjson.dumps({"type": "model-result", "output": "x"}), None)
     assert not watch.note(b"thread:t3", b"not json", None)
+
+
+def test_the_barrier_is_inactive_without_a_namespace_key() -> None:
+    from omstream.intake import IntakeBarrier
+
+    async def body() -> None:
+        barrier = IntakeBarrier(replace(Settings(), bootstrap="nowhere:1"))  # never contacted
+        await barrier.start()
+        assert not barrier.active
+        await barrier.settled(b"thread:t1")
+        await barrier.stop()
+
+    asyncio.run(body())
