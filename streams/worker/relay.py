@@ -229,6 +229,9 @@ class IntakeRelay:
                 first[tp] = OffsetAndMetadata(starts[tp], str(log_end))
                 continue
             state.skip_through = await self._relayed_since(tp.partition, read_from, log_end)
+            # A relay that stopped between a commit and its DeleteRecords left them readable.
+            if mark is not None and mark.offset > starts[tp]:
+                self._owed[tp] = mark.offset
         if first:
             await self._consumer.commit(first)
 

@@ -228,6 +228,23 @@ async def test_plain_records_are_sealed_into_the_log_in_order_once_and_leave_the
         assert kinds == ["message", "observe-requested"] * 5, kinds
         print(f"a command after a plain message, through the barrier: after it 5 of 5 times; "
               f"barrier wait p50 {statistics.median(waits) * 1000:.0f} ms, max {max(waits) * 1000:.0f} ms")
+
+        # A crash between a commit and its DeleteRecords: the next relay deletes what was committed.
+        async def crash_before_delete(tp: Any, before: int) -> None:
+            raise RuntimeError("crash between the commit and the deletion")
+
+        relay._delete = crash_before_delete  # type: ignore[method-assign]
+        await intake.send([(b"thread:t-b", message("t-b", 200 + n, secret)) for n in range(3)])
+        with pytest.raises(RuntimeError):
+            await asyncio.wait_for(task, 20)
+        last_partition, last_offset = intake.sent[-1][:2]
+        tp = TopicPartition(intake.topic, last_partition)
+        assert (await intake.watch.beginning_offsets([tp]))[tp] <= last_offset  # committed, still readable
+        relay, task = start_relay(settings)
+        await intake.windows(timeout=30)
+        origins = [intake_from(r.headers) for r in await log_records(settings)]
+        relayed = [o for o in origins if o is not None]
+        assert sorted(relayed) == sorted((p, o) for p, o, *_ in intake.sent) and len(set(relayed)) == len(relayed)
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
