@@ -225,8 +225,9 @@ class IntakeRelay:
             mark = committed.get(tp)
             read_from = _int(mark.metadata) if mark is not None and mark.offset >= 0 else None
             state = self._held[tp.partition] = _Partition()
-            if read_from is None:  # never committed: nothing relayed that is not before log_end
-                first[tp] = OffsetAndMetadata(starts[tp], str(log_end))
+            if read_from is None:  # never committed (or without a place): nothing in flight
+                at = mark.offset if mark is not None and mark.offset >= 0 else starts[tp]
+                first[tp] = OffsetAndMetadata(at, str(log_end))
                 continue
             state.skip_through = await self._relayed_since(tp.partition, read_from, log_end)
             # A relay that stopped between a commit and its DeleteRecords left them readable.
