@@ -150,8 +150,10 @@ class IntakeRelay:
     """Relays `intake` into `log`, partition for partition (see the module docstring)."""
 
     def __init__(self, bootstrap: str, intake: str, log_topic: str, group: str, sealer: Sealer, *,
-                 tick_after_ms: int | None = None) -> None:
+                 tick_after_ms: int | None = None, owns_sealer: bool = True) -> None:
+        """`owns_sealer`: the relay starts and stops `sealer` (False: one the worker shares, started)."""
         self.bootstrap, self.intake, self.log, self.group, self.sealer = bootstrap, intake, log_topic, group, sealer
+        self.owns_sealer = owns_sealer
         self.tick_after_s = None if tick_after_ms is None else tick_after_ms / 1000 + 1
         self.stats = RelayStats()
         self._held: dict[int, _Partition] = {}
@@ -178,7 +180,8 @@ class IntakeRelay:
                 async with relay._lock:
                     await relay._take(list(assigned))
 
-        await self.sealer.start()
+        if self.owns_sealer:
+            await self.sealer.start()
         self._producer = kafka.idempotent_producer(self.bootstrap)
         self._admin = kafka.admin(self.bootstrap)
         self._consumer = kafka.group_reader(self.bootstrap, self.group, auto_offset_reset="earliest",
@@ -199,7 +202,8 @@ class IntakeRelay:
                     await self._tick_idle()
                 self._ready.set()
         finally:
-            for stop in (self._consumer.stop, self._producer.stop, self._admin.close, self.sealer.stop):
+            owned = [self.sealer.stop] if self.owns_sealer else []
+            for stop in (self._consumer.stop, self._producer.stop, self._admin.close, *owned):
                 with contextlib.suppress(Exception):
                     await stop()
 
