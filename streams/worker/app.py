@@ -182,12 +182,20 @@ def _add_intake_relay(app: WorkerApp, settings: Settings) -> None:
 
     @app.task  # type: ignore[untyped-decorator]  # faust's decorators are untyped
     async def intake_relay() -> None:
-        if not sealed(settings) and not (await partitions_of(settings.bootstrap, [topics.intake])).get(topics.intake):
-            return
-        relay = IntakeRelay(settings.bootstrap, topics.intake, topics.log, relay_group(settings.namespace),
-                            sealer_of(settings), tick_after_ms=settings.shred_window_ms)
+        if not sealed(settings):
+            found: dict[str, list[int]] = {}
+
+            async def look() -> None:
+                found.update(await partitions_of(settings.bootstrap, [topics.intake]))
+
+            await until_done("look for an intake topic", look)
+            if not found.get(topics.intake):
+                return
         log.info("intake relay started", extra={"intake": topics.intake})
-        await relay.run()
+        # A relay that fails (a broker restarting) starts again, fresh: it finds its place anew.
+        await until_done("relay the intake", lambda: IntakeRelay(
+            settings.bootstrap, topics.intake, topics.log, relay_group(settings.namespace), sealer_of(settings),
+            tick_after_ms=settings.shred_window_ms).run())
 
 
 def _add_model_agent(app: WorkerApp, settings: Settings, config: EngineConfig, key_for_results: bytes,

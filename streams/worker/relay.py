@@ -175,6 +175,7 @@ class IntakeRelay:
                 async with relay._lock:
                     for tp in revoked:
                         relay._held.pop(tp.partition, None)
+                        relay._owed.pop(tp, None)  # its next relay deletes what was committed
 
             async def on_partitions_assigned(self, assigned: Any) -> None:
                 async with relay._lock:
