@@ -26,7 +26,7 @@ reads the sealed records already written, so it gives the same memory).
 batch again: the sealed copy has a new nonce, so the fold could not tell it from a new record (a
 message would be taken once more after a deletion that followed it).  So a relay that takes a
 partition first reads the log from the offset committed as metadata to its end and skips every
-intake offset it finds there in the header (`already_relayed`): the log partition holds, in
+intake offset of its topic it finds there in the header (`already_relayed`): the log partition holds, in
 order, a prefix of what the relays sent it.  A partition taken for the first time gets a commit
 first (its start, and the log's end), so there is always a bounded place to read from.
 """
@@ -52,12 +52,13 @@ if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
     from aiokafka.admin import AIOKafkaAdminClient
 
-__all__ = ["INTAKE_FROM", "TICK", "IntakeRelay", "PlainWatch", "already_relayed", "intake_from", "owner_of",
+__all__ = ["INTAKE_FROM", "TICK", "IntakeRelay", "PlainWatch", "already_relayed", "intake_from", "intake_header",
+           "owner_of",
            "relay_group", "seal_record"]
 
 log = logging.getLogger(__name__)
 
-#: The header a relayed record carries on the log: `<intake partition>:<intake offset>`.
+#: The header a relayed record carries on the log: `<intake topic>:<partition>:<offset>`.
 INTAKE_FROM = "om-intake-from"
 #: The header of a tick the relay appends to an idle intake partition (never relayed).
 TICK = "om-intake-tick"
@@ -77,20 +78,27 @@ def relay_group(namespace: str) -> str:
     return f"{namespace}.intake-relay"
 
 
-def intake_from(headers: Iterable[tuple[str, bytes]] | None) -> tuple[int, int] | None:
-    """(intake partition, offset) of a relayed log record, None for any other."""
+def intake_header(topic: str, partition: int, offset: int) -> tuple[str, bytes]:
+    """The header a record relayed from `topic` carries.  It names the intake topic: a log copied
+    into another namespace (`om repartition` keeps headers) holds headers of the old intake, which
+    the new namespace's relay must not take for its own."""
+    return INTAKE_FROM, f"{topic}:{partition}:{offset}".encode()
+
+
+def intake_from(headers: Iterable[tuple[str, bytes]] | None, topic: str) -> tuple[int, int] | None:
+    """(partition, offset) in intake `topic` of a relayed log record, None for any other."""
     for name, value in headers or ():
         if name == INTAKE_FROM:
-            partition, offset = value.split(b":")
-            return int(partition), int(offset)
+            source, partition, offset = value.decode(errors="replace").rsplit(":", 2)
+            return (int(partition), int(offset)) if source == topic else None
     return None
 
 
-def already_relayed(log_headers: Iterable[Headers | None], partition: int) -> int:
+def already_relayed(log_headers: Iterable[Headers | None], topic: str, partition: int) -> int:
     """The highest offset of intake `partition` found among the log records' headers (-1: none)."""
     last = -1
     for headers in log_headers:
-        origin = intake_from(headers)
+        origin = intake_from(headers, topic)
         if origin is not None and origin[0] == partition:
             last = max(last, origin[1])
     return last
@@ -259,7 +267,7 @@ class IntakeRelay:
                 headers += [r.headers for r in fetched.get(tp, []) if r.offset < end]
         finally:
             await reader.stop()
-        return already_relayed(headers, partition)
+        return already_relayed(headers, self.intake, partition)
 
     # --- relaying -------------------------------------------------------------------------------
     async def _relay(self, tp: TopicPartition, records: list[Any]) -> None:
@@ -279,7 +287,7 @@ class IntakeRelay:
             value = await seal_record(self.sealer, record.key, record.value)
             sends.append(await self._producer.send(
                 self.log, value, key=record.key, partition=tp.partition, timestamp_ms=record.timestamp,
-                headers=[*_headers_of(record), (INTAKE_FROM, f"{tp.partition}:{record.offset}".encode())]))
+                headers=[*_headers_of(record), intake_header(self.intake, tp.partition, record.offset)]))
         acked = [await sent for sent in sends]
         self.stats.relayed += len(acked)
         if acked:

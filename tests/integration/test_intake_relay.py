@@ -157,7 +157,7 @@ async def test_plain_records_are_sealed_into_the_log_in_order_once_and_leave_the
         # The log: every intake record once, in the intake's order, sealed; no plaintext.
         records = await log_records(settings)
         assert not [r for r in records if secret.encode() in (r.value or b"")], "plaintext on the log"
-        origins = [intake_from(r.headers) for r in records]
+        origins = [intake_from(r.headers, intake.topic) for r in records]
         assert None not in origins
         assert sorted(origins) == sorted((p, o) for p, o, *_ in intake.sent), "lost or doubled"
         for partition in (0, 1):
@@ -242,7 +242,7 @@ async def test_plain_records_are_sealed_into_the_log_in_order_once_and_leave_the
         assert (await intake.watch.beginning_offsets([tp]))[tp] <= last_offset  # committed, still readable
         relay, task = start_relay(settings)
         await intake.windows(timeout=30)
-        origins = [intake_from(r.headers) for r in await log_records(settings)]
+        origins = [intake_from(r.headers, intake.topic) for r in await log_records(settings)]
         relayed = [o for o in origins if o is not None]
         assert sorted(relayed) == sorted((p, o) for p, o, *_ in intake.sent) and len(set(relayed)) == len(relayed)
     finally:
@@ -269,7 +269,7 @@ async def worker_relays(settings: Settings, worker: Any) -> None:
             await writer.send_and_wait(Topics.of(settings).log, message("w2", n, secret), key=b"thread:w2")
         await intake.windows(timeout=60)
         records = [r for r in await log_records(settings) if r.key == b"thread:w1"]
-        assert [intake_from(r.headers) is not None for r in records] == [True] * 3
+        assert [intake_from(r.headers, intake.topic) is not None for r in records] == [True] * 3
         assert not [r for r in records if secret.encode() in (r.value or b"")]
         await until(lambda: "thread:w2 with content was written to the log unsealed" in worker.tail(100_000),
                     timeout=30)

@@ -67,12 +67,14 @@ def test_without_a_key_the_relay_forwards_bytes_unchanged() -> None:
 
 
 def test_the_last_relayed_offset_is_read_from_the_headers_of_its_partition() -> None:
-    headers = [[(INTAKE_FROM, b"0:7")], None, [("om-signature", b"x")], [(INTAKE_FROM, b"1:99")],
-               [(INTAKE_FROM, b"0:9")], [(INTAKE_FROM, b"0:8")]]
-    assert intake_from(headers[0]) == (0, 7) and intake_from(headers[2]) is None
-    assert already_relayed(headers, 0) == 9
-    assert already_relayed(headers, 1) == 99
-    assert already_relayed(headers, 2) == -1
+    headers = [[(INTAKE_FROM, b"n.intake:0:7")], None, [("om-signature", b"x")], [(INTAKE_FROM, b"n.intake:1:99")],
+               [(INTAKE_FROM, b"n.intake:0:9")], [(INTAKE_FROM, b"n.intake:0:8")],
+               [(INTAKE_FROM, b"old.intake:0:500")]]  # copied by om repartition from another namespace
+    assert intake_from(headers[0], "n.intake") == (0, 7) and intake_from(headers[2], "n.intake") is None
+    assert intake_from(headers[-1], "n.intake") is None
+    assert already_relayed(headers, "n.intake", 0) == 9
+    assert already_relayed(headers, "n.intake", 1) == 99
+    assert already_relayed(headers, "n.intake", 2) == -1
 
 
 def test_intake_topic_only_with_a_namespace_key() -> None:
@@ -149,7 +151,7 @@ def test_a_batch_is_sent_acked_then_committed_then_deleted_in_order() -> None:
     assert [s[0] for s in clients.steps] == ["send"] * 4 + ["commit", "delete"]
     assert clients.steps[-2][1] == {0: (14, "4")}  # next intake offset; the log's end after the batch
     assert clients.steps[-1][1] == {0: 14}
-    assert [h[-1] for *_, h in clients.log] == [(INTAKE_FROM, f"0:{o}".encode()) for o in (10, 11, 12, 13)]
+    assert [h[-1] for *_, h in clients.log] == [(INTAKE_FROM, f"n.intake:0:{o}".encode()) for o in (10, 11, 12, 13)]
     assert all(p == 0 for _, _, p, _ in clients.log)  # the same partition of the log
     assert [orjson.loads(v or b"").get("id") for _, v, _, _ in clients.log[:3]] == ["m0", "m1", "m2"]
     assert not any(b"4711" in (v or b"") for _, v, _, _ in clients.log)
@@ -170,9 +172,9 @@ def test_a_batch_found_on_the_log_is_not_relayed_twice_and_ticks_never() -> None
 def test_a_producer_header_cannot_pose_as_the_relays() -> None:
     clients = Clients()
     relay = relay_with(clients, PLAIN)
-    forged = Record(5, b"thread:t1", orjson.dumps(MESSAGE), headers=((INTAKE_FROM, b"0:999"), ("x", b"y")))
+    forged = Record(5, b"thread:t1", orjson.dumps(MESSAGE), headers=((INTAKE_FROM, b"n.intake:0:999"), ("x", b"y")))
     asyncio.run(relay._relay(TopicPartition("n.intake", 0), [forged]))
-    assert clients.log[0][3] == [("x", b"y"), (INTAKE_FROM, b"0:5")]
+    assert clients.log[0][3] == [("x", b"y"), (INTAKE_FROM, b"n.intake:0:5")]
 
 
 def test_unsealed_content_on_the_log_is_warned_about_once_per_memory(caplog: Any) -> None:
