@@ -13,6 +13,10 @@ The live version keeps the names it always had (`<ns>.events`); another version 
 (`<ns>.cache`, compacted by request hash) and the version registry (`<ns>.versions`), and so is
 the key ring `<ns>.keys` (`omstream.crypto`: the wrapped per-memory data keys, compacted so a
 shredded key is gone from the broker within `shred_window_ms`, see `keys_config`).
+
+With a namespace key, plain producers (any language, JSON) write to `<ns>.intake` instead of
+the log: the worker's relay (`omstream.worker.relay`) seals each record and appends it to the
+same partition of `<ns>.log`, in order, then deletes it from the intake (`intake_config`).
 """
 
 from __future__ import annotations
@@ -30,8 +34,8 @@ from .settings import LIVE, Settings, versioned_name
 if TYPE_CHECKING:
     from aiokafka.admin import AIOKafkaAdminClient
 
-__all__ = ["TopicLayoutError", "TopicSpec", "Topics", "ensure_topics", "keys_config", "memory_partition",
-           "partitions_of", "read_until_end"]
+__all__ = ["TopicLayoutError", "TopicSpec", "Topics", "ensure_topics", "intake_config", "keys_config",
+           "memory_partition", "partitions_of", "read_until_end", "sealed"]
 
 FOREVER = {"retention.ms": "-1", "retention.bytes": "-1"}
 WEEK = {"retention.ms": str(7 * 24 * 3600 * 1000)}
@@ -53,6 +57,20 @@ def keys_config(window_ms: int) -> dict[str, str]:
     return {"cleanup.policy": "compact", "segment.ms": window, "max.compaction.lag.ms": window,
             "min.compaction.lag.ms": "0", "min.cleanable.dirty.ratio": "0.01",
             "delete.retention.ms": str(24 * 3600 * 1000), "file.delete.delay.ms": "1000"}
+
+
+def intake_config(window_ms: int) -> dict[str, str]:
+    """The plain producers' intake: what the relay has sealed into the log it deletes at once
+    (DeleteRecords: no consumer reads it again), and these configs bound how long the bytes stay
+    on the broker's disk.  A segment wholly below the deleted offset is removed at the broker's
+    next retention check (`log.retention.check.interval.ms`, 5 min by default) plus
+    `file.delete.delay.ms`; `segment.ms` = the window closes the active segment at the first
+    append after it (the relay appends a tick then, so an idle intake forgets on time too).
+    Records the relay never took (it was down) are kept a week, like jobs: losing a producer's
+    input would be a silent drop.  `LogAppendTime`: the retention clock is the broker's, not a
+    producer's (the relay keeps this timestamp, the fold's log time of the record)."""
+    return {"retention.ms": WEEK["retention.ms"], "segment.ms": str(window_ms),
+            "message.timestamp.type": "LogAppendTime", "file.delete.delay.ms": "1000"}
 
 
 class TopicLayoutError(OmError, RuntimeError):
@@ -80,6 +98,12 @@ class Topics:
         """The one ordered input log: messages, agent-loop markers, commands and model results.
         Shared by every version."""
         return f"{self.namespace}.log"
+
+    @property
+    def intake(self) -> str:
+        """Plain producers' records before the relay seals them into the log (only with a
+        namespace key).  Shared by every version, like the log."""
+        return f"{self.namespace}.intake"
 
     @property
     def cache(self) -> str:
@@ -131,7 +155,14 @@ class Topics:
             TopicSpec(self.cache, n, COMPACT),
             TopicSpec(self.versions, 1, COMPACT),
             TopicSpec(self.keys, 1, keys_config(settings.shred_window_ms)),
+            # Keyed and partitioned as the log, so the relay keeps each memory's order.
+            *([TopicSpec(self.intake, n, intake_config(settings.shred_window_ms))] if sealed(settings) else []),
         ]
+
+
+def sealed(settings: Settings) -> bool:
+    """Whether the namespace encrypts content (a namespace key is configured)."""
+    return bool(settings.namespace_key or settings.namespace_key_file)
 
 
 async def ensure_topics(settings: Settings) -> list[str]:

@@ -39,12 +39,13 @@ from ..limits import Limits
 from ..memories import StateCache
 from ..settings import Settings
 from ..signing import result_key
-from ..topics import Topics
+from ..topics import Topics, partitions_of, sealed
 from ..versions import WorkerStats, register, stats_path, version_info
 from .capability import takes_attachments_apart
 from .faust_repairs import WorkerApp, WorkerTopic
 from .fold_loop import FoldLoop
 from .folding import FoldContext
+from .relay import IntakeRelay, PlainWatch, relay_group
 from .sending import ProducerSender, until_done
 from .table import StateStore, TableChangelog, TableFiles
 
@@ -119,6 +120,7 @@ def build_app(settings: Settings) -> faust.App:
     import_references(settings.om)  # extractor code: a missing module stops the start
     if settings.role in ("all", "fold"):
         _add_fold_agent(app, settings, config, key_for_results, sender, stats)
+        _add_intake_relay(app, settings)
     if settings.role in ("all", "models"):
         _add_model_agent(app, settings, config, key_for_results, sender, stats)
 
@@ -138,7 +140,8 @@ def _add_fold_agent(app: WorkerApp, settings: Settings, config: EngineConfig, ke
         options={"block_cache_size": 16 * 1024**2, "block_cache_compressed_size": 4 * 1024**2},
     )
     intake = Intake(Backlog(BACKLOG_RECORDS, BACKLOG_BYTES))
-    app.taps[topics.log] = intake.put
+    # With a namespace key, a producer writing the log unsealed is warned about (once a memory).
+    app.taps[topics.log] = PlainWatch().tap(intake.put) if sealed(settings) else intake.put
     sealer = sealer_of(settings)  # PLAIN without a namespace key; its ring repairs (worker)
     folds = FoldLoop(
         FoldContext(settings, topics, config, Limits.from_settings(settings), key_for_results, settings.thread_filter,
@@ -173,6 +176,32 @@ def _add_fold_agent(app: WorkerApp, settings: Settings, config: EngineConfig, ke
                             lambda: app.consumer_generation_id)
         finally:
             await sealer.stop()
+
+
+def _add_intake_relay(app: WorkerApp, settings: Settings) -> None:
+    """Plain producers' records from `<ns>.intake`, sealed, into the log (`omstream.worker.relay`).
+    Without a namespace key there is no intake; one left from a time with a key is still relayed
+    (unsealed), so what a producer wrote there is never stranded."""
+    from omstream.crypto.sealing import sealer_of
+
+    topics = Topics.of(settings)
+
+    @app.task  # type: ignore[untyped-decorator]  # faust's decorators are untyped
+    async def intake_relay() -> None:
+        if not sealed(settings):
+            found: dict[str, list[int]] = {}
+
+            async def look() -> None:
+                found.update(await partitions_of(settings.bootstrap, [topics.intake]))
+
+            await until_done("look for an intake topic", look)
+            if not found.get(topics.intake):
+                return
+        log.info("intake relay started", extra={"intake": topics.intake})
+        # A relay that fails (a broker restarting) starts again, fresh: it finds its place anew.
+        await until_done("relay the intake", lambda: IntakeRelay(
+            settings.bootstrap, topics.intake, topics.log, relay_group(settings.namespace), sealer_of(settings),
+            tick_after_ms=settings.shred_window_ms).run())
 
 
 def _add_model_agent(app: WorkerApp, settings: Settings, config: EngineConfig, key_for_results: bytes,
