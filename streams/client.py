@@ -58,6 +58,7 @@ from .crypto import CryptoError, KeyNotLoaded, Sealer, Shredded, content_owner, 
 from .crypto.fields import content_paths
 from .crypto.sealing import is_marked
 from .feed_reader import FeedEvent, follow_feed
+from .intake import IntakeBarrier
 from .settings import Settings
 from .topics import Topics, memory_partition, partitions_of, read_until_end
 
@@ -90,15 +91,19 @@ class OmClient:
         self.topics = Topics.of(settings)
         self._producer: AIOKafkaProducer | None = None
         self.sealer = sealer if sealer is not None else sealer_of(settings, repair=False)
+        # A command must not overtake a plain producer's message still waiting in the intake.
+        self._barrier = IntakeBarrier(settings)
 
     async def __aenter__(self) -> OmClient:
         self._producer = kafka.idempotent_producer(self.settings)
         await self._producer.start()
         try:
             await self.sealer.start()
+            await self._barrier.start()
         except BaseException:
             await self._producer.stop()
             self._producer = None
+            await self.sealer.stop()
             raise
         return self
 
@@ -107,6 +112,7 @@ class OmClient:
         if self._producer is not None:
             await self._producer.stop()
             self._producer = None
+        await self._barrier.stop()
         await self.sealer.stop()
 
     def _key(self, thread_id: str, resource_id: str | None) -> bytes:
@@ -199,8 +205,9 @@ class OmClient:
         if reason is not None:  # the worker would dead-letter it: refused here, before sending
             raise UnroutedRecord(reason)
         value = await self.sealed(encode(record), record.thread_id, record.resource_id, is_message=False)
-        return _position(await self._producer.send_and_wait(
-            self.topics.log, value, key=self._key(record.thread_id, record.resource_id)))
+        key = self._key(record.thread_id, record.resource_id)
+        await self._barrier.settled(key)
+        return _position(await self._producer.send_and_wait(self.topics.log, value, key=key))
 
     async def context(self, thread_id: str, *, after: LogPosition | str | None = None,
                       wait: float = 10.0, base_url: str | None = None,
