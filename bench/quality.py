@@ -40,7 +40,10 @@ What runs
    `omstream` the agent's context window after ingestion (`projections.context`, rebuilt from
    the fold's events as the read side does: observations plus the messages not yet observed);
    `recent` the most recent turns cut to the same token budget; `full` the whole
-   conversation; `none` no context.  `recent` and `full` are LoCoMo's own transcript format
+   conversation; `none` no context; and, opt-in (`--conditions ...,omstream+recall`), the window
+   plus up to `--recall-calls` calls of the real `recall` handler per question
+   (`bench/quality_recall.py`: a text protocol, mode messages; search needs an ingest with
+   retrieval on).  `recent` and `full` are LoCoMo's own transcript format
    (`DATE: ...` / `CONVERSATION:` / `X said, "..."`).  The shared context comes first and the
    question last, and a condition's questions run back to back, so a llama.cpp server reuses
    the context from its prompt cache.  Replies: at most 32 tokens, temperature 0, LoCoMo's
@@ -109,6 +112,9 @@ from .quality_ingest import (
     thresholds,
 )
 from .quality_inspect import worst_regressions
+from .quality_recall import CONDITION as RECALL_CONDITION
+from .quality_recall import DEFAULT_CALLS as DEFAULT_RECALL_CALLS
+from .quality_recall import Recaller, answer_with_recall, guide_message, recall_summary
 from .quality_report import (
     format_regressions,
     format_split,
@@ -125,6 +131,8 @@ DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
 DEFAULT_CHECKPOINTS = ROOT / ".omstream" / "bench" / "quality"
 DEFAULT_MODEL = "local/qwen2.5-1.5b"
 CONDITIONS = ("omstream", "recent", "full", "none")
+#: Asked only when named in `--conditions` (`quality_recall`: opt-in, it adds reader calls).
+OPTIONAL_CONDITIONS = (RECALL_CONDITION,)
 SPEAKER_INSTRUCTION = (
     "The messages are a conversation between two people, {a} and {b}, both users; each message "
     "starts with its speaker's name. Record what each of them says about themselves, each other "
@@ -154,7 +162,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--observation-tokens", type=int, default=None,
                    help="reflection.observationTokens (default: scaled)")
     p.add_argument("--conditions", default=",".join(CONDITIONS),
-                   help=f"which to answer, comma-separated (default {','.join(CONDITIONS)})")
+                   help=f"which to answer, comma-separated (default {','.join(CONDITIONS)}; also "
+                        f"{', '.join(OPTIONAL_CONDITIONS)}: the window plus recall calls, bench/quality_recall.py)")
+    p.add_argument("--recall-calls", type=int, default=DEFAULT_RECALL_CALLS,
+                   help="condition omstream+recall: recall calls per question at most (default %(default)s)")
+    p.add_argument("--export-corpus", type=Path, default=None, metavar="DIR",
+                   help="write the Observer/Reflector answers of this run's call checkpoint as parser-corpus "
+                        "fixtures into DIR (tests/fixtures/local_model/) and stop: no model call "
+                        "(bench/quality_corpus.py); give the run's own arguments")
+    p.add_argument("--corpus-label", default="lq", help="--export-corpus: the fixtures' prompt_version label")
     p.add_argument("--call-timeout", type=float, default=1800.0,
                    help="seconds per observer/reflector call before it is retried (default 1800; "
                         "run_job's own 600 s is too short for the local model on a busy 2-core machine)")
@@ -205,24 +221,35 @@ async def speeds(models: dict[str, str]) -> list[dict[str, Any]]:
     return out
 
 
+def call_cache(store: Store, om: Any) -> CallCache:
+    runtime = digest(model_identity(om.observation.model), model_identity(om.reflection.model))
+    return CallCache(store.root / f"calls-{runtime}.jsonl")
+
+
 async def ingest_phase(store: Store, thread: str, om: Any, messages: list[Any], limit: CallLimit,
-                       timeout: float) -> tuple[Ingested, dict[str, Any]]:
-    """The ingest, from its checkpoint when one has the same key."""
+                       timeout: float, events: list[Any] | None = None) -> tuple[Ingested, dict[str, Any]]:
+    """The ingest, from its checkpoint when one has the same key.  `events` (for the recall
+    condition) receives the fold's events: from a checkpointed ingest the conversation is folded
+    again (pure, seconds), its model calls served from the call checkpoint."""
     key = digest([m.model_dump(mode="json") for m in messages], om.model_dump(mode="json"),
                  source_digest(engine_sources()), BENCH_VERSION)
     saved = store.load("ingest", key)
     if saved is not None:
         print(f"ingest: from checkpoint {store.path('ingest', key)} (no model call)")
+        if events is not None:
+            cache = call_cache(store, om)
+            await ingest(thread, om, messages, cache, limit, timeout=timeout, events=events)
+            print(f"ingest: folded again for recall's read side ({cache.hits} calls from the call checkpoint)")
         return Ingested.from_json(saved["ingested"]), {"key": key, "checkpoint": True, "callsFromCheckpoint": None}
-    runtime = digest(model_identity(om.observation.model), model_identity(om.reflection.model))
-    cache = CallCache(store.root / f"calls-{runtime}.jsonl")
-    ingested = await ingest(thread, om, messages, cache, limit, timeout=timeout)
+    cache = call_cache(store, om)
+    ingested = await ingest(thread, om, messages, cache, limit, timeout=timeout, events=events)
     store.save("ingest", key, {"ingested": ingested.to_json()})
     return ingested, {"key": key, "checkpoint": False, "callsFromCheckpoint": cache.hits}
 
 
 def contexts_of(conditions: Sequence[str], conversation: locomo.Conversation, ingested: Ingested,
-                counter: Any) -> tuple[dict[str, list[dict[str, Any]]], int | None]:
+                counter: Any, thread: str = "", recall_calls: int = DEFAULT_RECALL_CALLS,
+                ) -> tuple[dict[str, list[dict[str, Any]]], int | None]:
     """Each condition's chat, and how many turns `recent` holds (None when not run)."""
     contexts: dict[str, list[dict[str, Any]]] = {}
     budget = chat_tokens(ingested.chat, counter)
@@ -230,6 +257,8 @@ def contexts_of(conditions: Sequence[str], conversation: locomo.Conversation, in
     for name in conditions:
         if name == "omstream":
             contexts[name] = ingested.chat
+        elif name == RECALL_CONDITION:
+            contexts[name] = [*ingested.chat, guide_message(conversation, thread, recall_calls)]
         elif name == "recent":
             contexts[name], recent_turns = recent_within(conversation, budget, counter)
         elif name == "full":
@@ -241,9 +270,10 @@ def contexts_of(conditions: Sequence[str], conversation: locomo.Conversation, in
 
 def parse_conditions(text: str) -> list[str]:
     conditions = [c.strip() for c in text.split(",") if c.strip()]
-    unknown = set(conditions) - set(CONDITIONS)
+    unknown = set(conditions) - set(CONDITIONS) - set(OPTIONAL_CONDITIONS)
     if unknown:
-        raise SystemExit(f"unknown condition(s) {sorted(unknown)}; choose from {', '.join(CONDITIONS)}")
+        raise SystemExit(f"unknown condition(s) {sorted(unknown)}; choose from "
+                         f"{', '.join((*CONDITIONS, *OPTIONAL_CONDITIONS))}")
     return conditions
 
 
@@ -289,20 +319,29 @@ async def run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     print("questions sampled per category: " + ", ".join(
         f"{c} {locomo.CATEGORY_NAMES[c]} {counts[c]}/{available[c]}" for c in counts)
         + f" (seed {args.seed}); checkpoints in {store.root}")
+    if args.export_corpus is not None:
+        from .quality_corpus import export_corpus
+
+        written = await export_corpus(args.export_corpus, store, call_cache(store, om), thread, om, messages,
+                                      label=args.corpus_label, conversation=args.conversation)
+        return {"exported": [str(p) for p in written]}
     if not questions:
         raise SystemExit("no questions to ask (with --max-sessions, none has all its evidence in those sessions)")
+    if args.recall_calls < 1:
+        raise SystemExit("--recall-calls must be at least 1")
     check_keys(models)
     speed = [] if args.no_speed else await speeds(models)
 
     t = time.monotonic()
-    ingested, ingest_info = await ingest_phase(store, thread, om, messages, limit, args.call_timeout)
+    events: list[Any] | None = [] if RECALL_CONDITION in conditions else None
+    ingested, ingest_info = await ingest_phase(store, thread, om, messages, limit, args.call_timeout, events)
     timings["ingest"] = time.monotonic() - t
     served = "" if ingest_info["checkpoint"] else f" ({ingest_info['callsFromCheckpoint']} served from the call checkpoint)"
     print(f"ingest: {ingested.observer_calls} observer and {ingested.reflector_calls} reflector calls{served}, "
           f"observer outputs {ingested.outcomes}, {ingested.observation_tokens} observation tokens, "
           f"{ingested.raw_messages} messages still raw, {timings['ingest']:.0f} s")
 
-    contexts, recent_turns = contexts_of(conditions, conversation, ingested, counter)
+    contexts, recent_turns = contexts_of(conditions, conversation, ingested, counter, thread, args.recall_calls)
     context_tokens = {name: chat_tokens(chat, counter) for name, chat in contexts.items()}
     omstream_tokens = chat_tokens(ingested.chat, counter)
     conversation_tokens = sum(per_session)
@@ -310,10 +349,20 @@ async def run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     options = question_options(questions, args.seed)
     answers: dict[str, list[dict[str, Any]]] = {}
     reused: dict[str, int] = {}
+    recall_figures = None
     for name in conditions:
         t = time.monotonic()
-        answers[name], reused[name] = await answer_condition(
-            name, contexts[name], questions, options, models["reader"], args.seed, store, limit, args.call_timeout)
+        if name == RECALL_CONDITION:
+            assert events is not None
+            answers[name], reused[name] = await answer_with_recall(
+                contexts[name], questions, options, models["reader"], args.seed, store, limit,
+                Recaller.of_events(events, thread, om), args.recall_calls,
+                digest([m.model_dump(mode="json") for m in messages]), args.call_timeout)
+            recall_figures = recall_summary(answers[name], args.recall_calls)
+        else:
+            answers[name], reused[name] = await answer_condition(
+                name, contexts[name], questions, options, models["reader"], args.seed, store, limit,
+                args.call_timeout)
         timings[f"answer {name}"] = time.monotonic() - t
         if reused[name]:
             print(f"answer {name}: {reused[name]} of {len(questions)} answers from the checkpoint"
@@ -356,6 +405,7 @@ async def run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
             "conversationPerObservations": round(conversation_tokens / ingested.observation_tokens, 3)
             if ingested.observation_tokens else None},
         "recentTurns": recent_turns,
+        "recall": recall_figures,
         "observerCalls": ingested.observer_calls,
         "reflectorCalls": ingested.reflector_calls,
         "generation": ingested.generation,
@@ -391,6 +441,11 @@ def print_report(report: dict[str, Any], summary: dict[str, dict[str, Any]], cou
     print(f"observer calls {report['observerCalls']} (outputs: " + ", ".join(
         f"{k} {v} ({report['observerOutputShares'].get(k, 0):.0%})" for k, v in report["observerOutputs"].items())
         + f"), reflector calls {report['reflectorCalls']}")
+    if report.get("recall"):
+        r = report["recall"]
+        print(f"recall (omstream+recall, at most {r['cap']} per question): {r['calls']} calls, "
+              f"{r['questionsUsingRecall']} of {r['questions']} questions used it, {r['refused']} refused by the "
+              f"handler, cap reached {r['capReached']}, answered with a recall line {r['answeredWithRecallLine']}")
     print("model calls made by this run: " + (", ".join(f"{k} {v}" for k, v in report["modelCallsMade"].items())
                                                or "none (all from checkpoints)"))
     print("wall time: " + ", ".join(f"{k} {v:.0f} s" for k, v in report["seconds"].items()))
@@ -408,6 +463,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StopRequested as stop:
         print(f"stopped: {stop}", file=sys.stderr)
         return 3
+    if "exported" in report:  # --export-corpus: no run, no report
+        return 0
     report["command"] = " ".join(["python -m bench.quality", *(sys.argv[1:] if argv is None else argv)])
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -156,9 +156,15 @@ async def _run(job: Any, cache: CallCache, limit: CallLimit, timeout: float) -> 
 
 
 async def ingest(thread: str, om: Any, messages: list[Any], cache: CallCache, limit: CallLimit, *,
-                 timeout: float = 1800.0) -> Ingested:
+                 timeout: float = 1800.0, events: list[Any] | None = None,
+                 on_call: Callable[[Any, Any], None] | None = None) -> Ingested:
     """Fold the messages with real (or checkpointed) model calls, then build the agent's
-    context window from the fold's events, as the read side does."""
+    context window from the fold's events, as the read side does.
+
+    `events`, when given, receives the fold's events (what the read side would consume: the
+    recall condition feeds its own projection with them); `on_call(job, result)` sees every
+    model job with its result, as it is answered (the corpus export reads the prompts there:
+    the call checkpoint keeps only the answers)."""
     from omstream.engine.fold import EngineConfig
     from omstream.engine.tokens import get_counter
     from omstream.models.calls import untimed
@@ -177,6 +183,8 @@ async def ingest(thread: str, om: Any, messages: list[Any], cache: CallCache, li
             while jobs:
                 job = jobs.pop(0)
                 result, row = await _run(job, cache, limit, timeout)
+                if on_call is not None:
+                    on_call(job, result)
                 sim.results.append(result)
                 calls.append(row)
                 if job.kind in ("observe", "buffer"):
@@ -185,6 +193,8 @@ async def ingest(thread: str, om: Any, messages: list[Any], cache: CallCache, li
                 bar.set_postfix_str(f"{len(calls)} model calls", refresh=False)
             if isinstance(event, Message):
                 bar.update()
+    if events is not None:
+        events.extend(sim.events)
     projection = ContextProjection(time_zone=om.time_zone)
     for e in sim.events:
         projection.apply_event(e)

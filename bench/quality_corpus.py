@@ -1,0 +1,101 @@
+"""`python -m bench.quality ... --export-corpus DIR`: a quality run's Observer and Reflector
+answers as fixtures of the parser's real-output corpus (`tests/fixtures/local_model/`, read by
+`tests/unit/engine/test_local_outputs.py`; the format `bench/corpus.py` writes).
+
+The call checkpoint (`calls-<models>.jsonl`) keeps each answer by its request hash, not the
+prompt, so the export folds the conversation again with the run's own arguments (the same
+`--conversation`, `--max-sessions`, thresholds and models), serving every call from the
+checkpoint, and writes one fixture per model job that has a stored answer: the job's prompt
+(system prompt and user message, as sent) and the model's raw answer, untouched.  It stops at
+the first call the checkpoint does not hold (a run still under way): no model is called.
+
+A fixture is `<label>-conv<N>-<kind>-<NNN>.json` (`label` is its `prompt_version`, default
+`lq`: the prompts of a `bench.quality` run, whose system prompt carries the speaker instruction),
+numbered in the order of the fold; files that exist are left as they are.  Also written:
+`parsed_at_export`, what the parser said of the answer when it was exported (outcome and
+recoveries), which the corpus test holds the parser to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .quality_store import CallCache, CallLimit, StopRequested, Store
+
+__all__ = ["export_corpus", "fixture_of"]
+
+KINDS = {"observe": "observe", "buffer": "observe", "reflect": "reflect", "buffer-reflection": "reflect"}
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content or "")
+
+
+def fixture_of(job: Any, result: Any, stored: Any, *, label: str, source: dict[str, Any]) -> dict[str, Any]:
+    """One corpus fixture: the job's prompt and the stored answer (`stored`: the result as the
+    model gave it, with its measured time)."""
+    from omstream.engine.parsing import parse_observer_output, parse_outcome
+    from omstream.models import local
+    from omstream.models.calls import translate_settings
+
+    system = "\n\n".join(_text(m.content) for m in job.messages if m.role == "system")
+    user = "\n\n".join(_text(m.content) for m in job.messages if m.role == "user")
+    settings = {**(local.SAMPLING if local.is_local(job.model) else {}),
+                **(local.SERVER_SAMPLING if local.is_local(job.model) else {}), **translate_settings(job.settings)}
+    raw = result.output or ""
+    usage = stored.usage
+    parsed = parse_observer_output(raw) if raw else None
+    return {
+        "model": job.model, "kind": KINDS.get(job.kind, job.kind), "prompt_version": label,
+        "prompts_source": "bench.quality run: streams/engine/prompts.py with the run's instruction",
+        "settings": settings, "source": source,
+        "system_prompt_sha256": hashlib.sha256(system.encode()).hexdigest(),
+        "system_prompt": system, "user_message": user,
+        "ok": bool(result.ok), "error": result.error, "raw_output": raw,
+        "usage": {"input_tokens": usage.input_tokens if usage else None,
+                  "output_tokens": usage.output_tokens if usage else None},
+        "seconds": round((stored.completed_at - stored.started_at).total_seconds(), 1),
+        "generated_at": stored.completed_at.astimezone(UTC).isoformat(timespec="seconds"),
+        "parsed_at_export": {"outcome": parse_outcome(raw) if raw else "failed",
+                             "recoveries": sorted(parsed.recovered) if parsed else []},
+    }
+
+
+async def export_corpus(out: Path, store: Store, cache: CallCache, thread: str, om: Any, messages: list[Any], *,
+                        label: str, conversation: int) -> list[Path]:
+    """Write the fixtures; returns the paths written (existing ones are skipped)."""
+    from .quality_ingest import ingest
+
+    seen: list[tuple[Any, Any]] = []
+    try:
+        await ingest(thread, om, messages, cache, CallLimit(0), on_call=lambda job, result: seen.append((job, result)))
+        complete = True
+    except StopRequested:
+        complete = False
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    counts: dict[str, int] = {}
+    for job, result in seen:
+        kind = KINDS.get(job.kind, job.kind)
+        counts[kind] = counts.get(kind, 0) + 1
+        path = out / f"{label}-conv{conversation}-{kind}-{counts[kind]:03d}.json"
+        if path.exists():
+            continue
+        stored = cache.original(job.request_hash)
+        source = {"benchmark": "bench.quality (LoCoMo)", "conversation": conversation, "thread": thread,
+                  "checkpoint": str(cache.path.relative_to(store.root.parent) if cache.path.is_relative_to(
+                      store.root.parent) else cache.path), "requestHash": job.request_hash, "jobKind": job.kind}
+        path.write_text(json.dumps(fixture_of(job, result, stored, label=label, source=source),
+                                   ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        written.append(path)
+    state = "the whole ingest" if complete else "the ingest up to the first call the checkpoint lacks (a run under way?)"
+    print(f"export: {len(seen)} answers in {cache.path} ({state}); {len(written)} fixtures written to {out}, "
+          f"{len(seen) - len(written)} already there", flush=True)
+    print(f"export date: {datetime.now(UTC).isoformat(timespec='seconds')}")
+    return written

@@ -1,0 +1,257 @@
+"""`bench.quality`'s fifth condition, `omstream+recall`: the reader gets omstream's window and may
+call `recall` before it answers, at most `--recall-calls` times per question.
+
+The answers come from the product's own handler (`omstream.projections.recall.recall`) over a
+`RecallSource` of a `ContextProjection` fed the very events the ingest's fold produced (the read
+side `om serve` keeps, built in-process: no broker, no HTTP).  The window is exactly condition
+`omstream`'s, so the two compare: the ingest runs without `retrieval`, as for every condition.
+
+Only mode `messages` (and `threads`) can answer here.  Mode `search` needs the semantic index,
+which is a projection of *observation groups*, and the fold writes groups only with
+`retrieval` on; turning it on for the bench would change the memory itself (the group tags count
+towards the reflection threshold, so reflections come earlier and the Observer's later prompts
+differ): another ingest with its own model calls and another window than `omstream`'s.  A
+`search` call is therefore passed to the handler without a search port and gets the handler's
+own "Search is not configured" answer.
+
+The protocol is text, the same for every reader (a 1.5B local model follows it; hosted
+models could take OpenAI-style `tools`, but one protocol keeps the readers comparable):
+
+1. the reader sees the window, then the guide (`GUIDE`: how to recall, the message ids of each
+   session and its date, in place of the group ranges a window with retrieval on shows), then
+   the question, as in condition `omstream`;
+2. a reply whose first line is `RECALL: <message id>` or `RECALL: {json}` (any of the tool's
+   parameters, camelCase) is a recall call: the bench runs the handler and asks again with the
+   reply and `Recall result:` + the answer appended, then the question again;
+3. after `cap` calls the result comes with "no more recalls: answer now", and whatever the
+   reader replies then is its answer (a further `RECALL:` line is scored as it stands).
+
+Checkpoints: each reader call is kept by the digest of its messages (`steps-<condition>-<key>`),
+so a run stopped between a question's calls resumes without asking one twice, and each finished
+question's row by its prompt's digest (`answers-<condition>-<key>`, as for the other
+conditions), with its recall calls, their parameters and results.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from . import locomo
+from .locomo import QA, Conversation
+from .quality_answer import ask, protocol
+from .quality_store import CallLimit, Store, digest, source_digest
+
+__all__ = ["CONDITION", "GUIDE", "Recaller", "answer_with_recall", "guide_message", "parse_recall",
+           "recall_summary", "session_index"]
+
+CONDITION = "omstream+recall"
+DEFAULT_CALLS = 2
+GUIDE = """You can read the original messages of the conversation with the recall tool before you answer.
+Message ids are `<thread>:<session>:<turn>`. The sessions:
+{sessions}
+
+To recall, reply with one line and nothing else:
+RECALL: <message id>
+It shows the messages after that id (e.g. `RECALL: {example}`). `RECALL: {{"cursor": "<id>", "page": -1}}` shows \
+the messages before it; any parameter of the recall tool can be given as JSON.
+You then get the result and answer. At most {cap} recalls per question. If your observations already hold \
+the answer, answer directly."""
+RESULT = "Recall result:\n{result}\n\n{question}"
+LAST = "Recall result:\n{result}\n\nNo more recalls: answer now.\n\n{question}"
+_RECALL = re.compile(r"^\s*\**RECALL\**\s*:\s*(?P<arg>.+?)\s*$", re.IGNORECASE)
+
+
+def session_index(conversation: Conversation, thread: str) -> str:
+    """One line per session: its date and the ids of its first and last message."""
+    return "\n".join(f"- session {s.number} ({s.date_time}): {thread}:{s.number}:1 to {thread}:{s.number}:{len(s.turns)}"
+                     for s in conversation.sessions if s.turns)
+
+
+def guide_message(conversation: Conversation, thread: str, cap: int) -> dict[str, Any]:
+    first = next((s for s in conversation.sessions if s.turns), None)
+    example = f"{thread}:{first.number}:1" if first else f"{thread}:1:1"
+    return {"role": "system", "content": GUIDE.format(sessions=session_index(conversation, thread),
+                                                      example=example, cap=cap)}
+
+
+def parse_recall(reply: str) -> dict[str, Any] | None:
+    """The recall parameters of a reply whose first non-empty line is `RECALL: ...`, else None
+    (an answer).  A JSON object is taken as the tool's parameters; anything else as a message id
+    to page forward from (`mode: messages`, `cursor`)."""
+    first = next((line for line in (reply or "").splitlines() if line.strip()), "")
+    found = _RECALL.match(first)
+    if found is None:
+        return None
+    arg = found.group("arg").strip()
+    if arg.startswith("{"):
+        try:
+            value = json.loads(arg)
+        except json.JSONDecodeError:
+            return {"_unparsed": arg}
+        return value if isinstance(value, dict) else {"_unparsed": arg}
+    return {"mode": "messages", "cursor": arg.strip("`'\" ")}
+
+
+@dataclass
+class Recaller:
+    """The recall handler over the ingest's events, for the conversation's thread (thread scope:
+    a LoCoMo conversation is one thread)."""
+
+    source: Any   # omstream.projections.recall.RecallSource
+    caller: Any   # omstream.projections.recall.Caller
+
+    @classmethod
+    def of_events(cls, events: Sequence[Any], thread: str, om: Any) -> Recaller:
+        from omstream.engine.tokens import get_counter
+        from omstream.projections.context import ContextProjection
+        from omstream.projections.recall import Caller, RecallSource
+        from omstream.schemas.keys import memory_key
+
+        projection = ContextProjection(time_zone=om.time_zone)
+        for event in events:
+            projection.apply_event(event)
+        view = projection.threads.get(thread)
+        key = (view.memory_key if view is not None else None) or memory_key(om, thread, None)
+        return cls(RecallSource(projection, get_counter(om.token_counter)), Caller(thread, None, key, "thread"))
+
+    async def call(self, raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """The handler's answer to the reader's parameters, and the text the reader is shown
+        (a refused call's reason, as the tool gives it to a model)."""
+        from omstream.projections.recall import RecallError, parse_params, recall
+
+        if "_unparsed" in raw:
+            answer: dict[str, Any] = {"error": f"the arguments are not a JSON object: {raw['_unparsed']}"}
+        else:
+            try:
+                answer = await recall(self.source, self.caller, parse_params(raw), None)
+            except RecallError as exc:
+                answer = {"error": str(exc)}
+        return answer, shown(answer)
+
+
+def shown(answer: dict[str, Any]) -> str:
+    """What the reader reads of a handler answer: the rendered messages (with the paging the
+    answer reports), a search's results, or the error; anything else as JSON."""
+    if "error" in answer:
+        return f"error: {answer['error']}"
+    if isinstance(answer.get("messages"), str):
+        more = [x for x, on in (("more after: page 2", answer.get("hasNextPage")),
+                                ("more before: page -1", answer.get("hasPrevPage"))) if on]
+        return str(answer["messages"]) + (f"\n({'; '.join(more)})" if more else "")
+    if isinstance(answer.get("results"), str):
+        return str(answer["results"])
+    return json.dumps(answer, ensure_ascii=False)
+
+
+def recall_sources() -> list[Path]:
+    """The handler's code: a change there gives the condition's answers new keys."""
+    from omstream.projections import recall as package
+
+    return sorted(Path(package.__file__).parent.glob("*.py"))
+
+
+async def answer_with_recall(context: list[dict[str, Any]], questions: Sequence[QA],
+                             options: dict[int, dict[str, str] | None], model: str, seed: int, store: Store,
+                             limit: CallLimit, recaller: Recaller, cap: int, conversation_key: str,
+                             timeout: float = 1800.0, name: str = CONDITION) -> tuple[list[dict[str, Any]], int]:
+    """Each question's answer with recall, and how many came from the checkpoint.  `context` is
+    the window followed by the guide; `conversation_key` a digest of the messages the handler
+    reads (the window does not hold them all)."""
+    key = digest(context, protocol(model, seed), {"cap": cap, "result": RESULT, "last": LAST,
+                                                  "handler": source_digest(recall_sources()),
+                                                  "bench": source_digest([Path(__file__)]),
+                                                  "messages": conversation_key})
+    done = store.rows(f"answers-{name}", key)
+    steps = store.rows(f"steps-{name}", key)
+    prompts = {qa.index: locomo.question_prompt(qa, options[qa.index]) for qa in questions}
+    reused = sum(1 for qa in questions if digest(prompts[qa.index]) in done)
+    rows = []
+    with tqdm(total=len(questions), initial=reused, desc=f"answer {name}", unit="q", file=sys.stderr) as bar:
+        for qa in questions:
+            qkey = digest(prompts[qa.index])
+            row = done.get(qkey)
+            if row is None:
+                row = await _question(context, prompts[qa.index], model, seed, limit, recaller, cap,
+                                      _Steps(store, f"steps-{name}", key, steps), timeout, name)
+                if "error" not in row:
+                    store.append(f"answers-{name}", key, {"key": qkey, **row})
+                    done[qkey] = row
+                bar.update()
+            prediction = locomo.postprocess(row["reply"], options[qa.index])
+            rows.append({**{k: v for k, v in row.items() if k != "key"}, "prediction": prediction,
+                         "score": locomo.score(prediction, qa)})
+    return rows, reused
+
+
+@dataclass
+class _Steps:
+    """The reader calls of the condition, by the digest of their messages."""
+
+    store: Store
+    phase: str
+    key: str
+    rows: dict[str, dict[str, Any]]
+
+    async def ask(self, messages: list[dict[str, Any]], model: str, seed: int, limit: CallLimit,
+                  timeout: float, name: str) -> dict[str, Any]:
+        skey = digest(messages)
+        row = self.rows.get(skey)
+        if row is not None:
+            return row
+        limit.before(f"answer {name}")
+        started = time.monotonic()
+        try:
+            reply, usage = await ask(model, messages, seed=seed, timeout=timeout)
+            row = {"reply": reply, "seconds": round(time.monotonic() - started, 2), **usage}
+        except Exception as exc:  # noqa: BLE001 - a failed call scores 0, is reported, and is asked again next run
+            row = {"reply": "", "seconds": round(time.monotonic() - started, 2),
+                   "error": f"{type(exc).__name__}: {exc}"[:500]}
+        limit.count(f"answer {name}")
+        if "error" not in row:
+            self.store.append(self.phase, self.key, {"key": skey, **row})
+            self.rows[skey] = row
+        return row
+
+
+async def _question(context: list[dict[str, Any]], prompt: str, model: str, seed: int, limit: CallLimit,
+                    recaller: Recaller, cap: int, steps: _Steps, timeout: float, name: str) -> dict[str, Any]:
+    messages = [*context, {"role": "user", "content": prompt}]
+    recalls: list[dict[str, Any]] = []
+    seconds, prompt_tokens, completion_tokens = 0.0, 0, 0
+    while True:
+        step = await steps.ask(messages, model, seed, limit, timeout, name)
+        seconds += step.get("seconds") or 0.0
+        prompt_tokens += step.get("promptTokens") or 0
+        completion_tokens += step.get("completionTokens") or 0
+        if "error" in step:
+            return {"reply": "", "error": step["error"], "recalls": recalls, "recallCalls": len(recalls)}
+        params = parse_recall(step["reply"]) if len(recalls) < cap else None
+        if params is None:
+            return {"reply": step["reply"], "seconds": round(seconds, 2), "promptTokens": prompt_tokens,
+                    "completionTokens": completion_tokens, "readerCalls": len(recalls) + 1,
+                    "recallCalls": len(recalls), "recalls": recalls}
+        answer, text = await recaller.call(params)
+        recalls.append({"request": step["reply"].strip().splitlines()[0], "params": params,
+                        "error": answer.get("error"), "result": text})
+        follow = (LAST if len(recalls) >= cap else RESULT).format(result=text, question=prompt)
+        messages = [*messages, {"role": "assistant", "content": step["reply"]}, {"role": "user", "content": follow}]
+
+
+def recall_summary(rows: Sequence[dict[str, Any]], cap: int) -> dict[str, Any]:
+    """Recall calls made, questions that used recall, calls the handler refused, and answers
+    still a recall line when the cap was reached."""
+    calls = sum(r.get("recallCalls", 0) for r in rows)
+    return {"cap": cap, "calls": calls, "questions": len(rows),
+            "questionsUsingRecall": sum(1 for r in rows if r.get("recallCalls")),
+            "refused": sum(1 for r in rows for c in r.get("recalls", ()) if c.get("error")),
+            "capReached": sum(1 for r in rows if r.get("recallCalls", 0) >= cap),
+            "answeredWithRecallLine": sum(1 for r in rows if parse_recall(r.get("reply", "")) is not None)}
