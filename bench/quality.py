@@ -171,6 +171,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         "fixtures into DIR (tests/fixtures/local_model/) and stop: no model call "
                         "(bench/quality_corpus.py); give the run's own arguments")
     p.add_argument("--corpus-label", default="lq", help="--export-corpus: the fixtures' prompt_version label")
+    p.add_argument("--corpus-keep-text", action="store_true",
+                   help="--export-corpus: keep LoCoMo's messages in the prompts (CC BY-NC: not for the repository)")
     p.add_argument("--call-timeout", type=float, default=1800.0,
                    help="seconds per observer/reflector call before it is retried (default 1800; "
                         "run_job's own 600 s is too short for the local model on a busy 2-core machine)")
@@ -323,7 +325,8 @@ async def run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         from .quality_corpus import export_corpus
 
         written = await export_corpus(args.export_corpus, store, call_cache(store, om), thread, om, messages,
-                                      label=args.corpus_label, conversation=args.conversation)
+                                      label=args.corpus_label, conversation=args.conversation,
+                                      keep_text=args.corpus_keep_text)
         return {"exported": [str(p) for p in written]}
     if not questions:
         raise SystemExit("no questions to ask (with --max-sessions, none has all its evidence in those sessions)")
@@ -445,7 +448,8 @@ def print_report(report: dict[str, Any], summary: dict[str, dict[str, Any]], cou
         r = report["recall"]
         print(f"recall (omstream+recall, at most {r['cap']} per question): {r['calls']} calls, "
               f"{r['questionsUsingRecall']} of {r['questions']} questions used it, {r['refused']} refused by the "
-              f"handler, cap reached {r['capReached']}, answered with a recall line {r['answeredWithRecallLine']}")
+              f"handler, cap reached {r['capReached']}, a recall asked past the cap {r['recallPastCap']} "
+              f"(of which no answer {r['noAnswerPastCap']})")
     print("model calls made by this run: " + (", ".join(f"{k} {v}" for k, v in report["modelCallsMade"].items())
                                                or "none (all from checkpoints)"))
     print("wall time: " + ", ".join(f"{k} {v:.0f} s" for k, v in report["seconds"].items()))

@@ -11,24 +11,58 @@ the first call the checkpoint does not hold (a run still under way): no model is
 
 A fixture is `<label>-conv<N>-<kind>-<NNN>.json` (`label` is its `prompt_version`, default
 `lq`: the prompts of a `bench.quality` run, whose system prompt carries the speaker instruction),
-numbered in the order of the fold; files that exist are left as they are.  Also written:
+numbered in the order of the fold; files that exist are left as they are.  LoCoMo's text is
+CC BY-NC and never enters the repository: the prompt's copy of the messages is replaced by a
+line naming how many there were and their digest (`redact`; `--corpus-keep-text` keeps it, for a
+look outside the repository); the previous observations and the answer, the model's own words,
+are kept.  Also written:
 `parsed_at_export`, what the parser said of the answer when it was exported (outcome and
-recoveries), which the corpus test holds the parser to.
+recoveries, with the previous observations the prompt showed), which the corpus test holds the
+parser to: a parser change that reads an exported answer differently shows there, and whoever
+makes it re-exports (delete the files) once the new reading is checked.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from .quality_store import CallCache, CallLimit, StopRequested, Store
 
-__all__ = ["export_corpus", "fixture_of"]
+__all__ = ["export_corpus", "fixture_of", "previous_of", "redact"]
 
 KINDS = {"observe": "observe", "buffer": "observe", "reflect": "reflect", "buffer-reflection": "reflect"}
+_NEW = "## New Message History to Observe\n\n"
+_QUOTED = re.compile(r'"User \([^)\n]*\): [^"\n]*"')
+MIN_LINE = 12  # a shorter piece of a message ("Thanks!") says nothing of the data set
+
+
+def redact(user: str, texts: list[str]) -> tuple[str, int]:
+    """The Observer prompt without LoCoMo's own words (CC BY-NC: the data set never enters the
+    repository): the messages to observe become one line naming how many there were and their
+    digest, a quoted message in the task becomes `"[a LoCoMo message]"`, and any other line of a
+    message left after the heading is replaced as well.  The previous observations (the model's
+    own words, like its answer) stay: the parser reads them.  Returns the text and how many
+    pieces were replaced."""
+    head, found, rest = user.partition(_NEW)
+    if not found:
+        return user, 0
+    section, sep, tail = rest.partition("\n\n---\n\n")
+    lines = [x for x in section.splitlines() if x.strip()]
+    marker = (f"[{len(lines)} lines of LoCoMo messages, not copied (the data set is CC BY-NC); sha256 "
+              f"{hashlib.sha256(section.encode()).hexdigest()[:16]}; the source's requestHash names the prompt]")
+    tail, quoted = _QUOTED.subn('"[a LoCoMo message]"', tail)
+    replaced = len(lines) + quoted
+    for text in texts:
+        for piece in (x.strip() for x in text.splitlines()):
+            if len(piece) >= MIN_LINE and piece in tail:
+                tail = tail.replace(piece, "[a LoCoMo message]")
+                replaced += 1
+    return head + found + marker + sep + tail, replaced
 
 
 def _text(content: Any) -> str:
@@ -37,20 +71,35 @@ def _text(content: Any) -> str:
     return str(content or "")
 
 
-def fixture_of(job: Any, result: Any, stored: Any, *, label: str, source: dict[str, Any]) -> dict[str, Any]:
+def previous_of(kind: str, user: str) -> str:
+    """The previous observations an Observer prompt showed (the parser drops repeats of them),
+    by the rule of the corpus test (`tests/unit/engine/test_local_outputs.py::_previous`)."""
+    head = "## Previous Observations\n\n"
+    if kind != "observe" or not user.startswith(head):
+        return ""
+    return user[len(head):].split("\n\n---\n\n")[0]
+
+
+def fixture_of(job: Any, result: Any, stored: Any, *, label: str, source: dict[str, Any],
+               texts: list[str] | None = None) -> dict[str, Any]:
     """One corpus fixture: the job's prompt and the stored answer (`stored`: the result as the
-    model gave it, with its measured time)."""
+    model gave it, with its measured time).  With `texts` (the conversation's messages) the
+    prompt's copy of them is left out (`redact`)."""
     from omstream.engine.parsing import parse_observer_output, parse_outcome
     from omstream.models import local
     from omstream.models.calls import translate_settings
 
     system = "\n\n".join(_text(m.content) for m in job.messages if m.role == "system")
     user = "\n\n".join(_text(m.content) for m in job.messages if m.role == "user")
+    if texts is not None:
+        user, replaced = redact(user, texts)
+        source = {**source, "messagesLeftOut": replaced}
     settings = {**(local.SAMPLING if local.is_local(job.model) else {}),
                 **(local.SERVER_SAMPLING if local.is_local(job.model) else {}), **translate_settings(job.settings)}
     raw = result.output or ""
     usage = stored.usage
-    parsed = parse_observer_output(raw) if raw else None
+    previous = previous_of(KINDS.get(job.kind, job.kind), user)
+    parsed = parse_observer_output(raw, previous) if raw else None
     return {
         "model": job.model, "kind": KINDS.get(job.kind, job.kind), "prompt_version": label,
         "prompts_source": "bench.quality run: streams/engine/prompts.py with the run's instruction",
@@ -62,14 +111,15 @@ def fixture_of(job: Any, result: Any, stored: Any, *, label: str, source: dict[s
                   "output_tokens": usage.output_tokens if usage else None},
         "seconds": round((stored.completed_at - stored.started_at).total_seconds(), 1),
         "generated_at": stored.completed_at.astimezone(UTC).isoformat(timespec="seconds"),
-        "parsed_at_export": {"outcome": parse_outcome(raw) if raw else "failed",
+        "parsed_at_export": {"outcome": parse_outcome(raw, previous) if raw else "failed",
                              "recoveries": sorted(parsed.recovered) if parsed else []},
     }
 
 
 async def export_corpus(out: Path, store: Store, cache: CallCache, thread: str, om: Any, messages: list[Any], *,
-                        label: str, conversation: int) -> list[Path]:
-    """Write the fixtures; returns the paths written (existing ones are skipped)."""
+                        label: str, conversation: int, keep_text: bool = False) -> list[Path]:
+    """Write the fixtures; returns the paths written (existing ones are skipped).  The prompts'
+    copy of the conversation is left out unless `keep_text` (for a local look, not to commit)."""
     from .quality_ingest import ingest
 
     seen: list[tuple[Any, Any]] = []
@@ -91,7 +141,8 @@ async def export_corpus(out: Path, store: Store, cache: CallCache, thread: str, 
         source = {"benchmark": "bench.quality (LoCoMo)", "conversation": conversation, "thread": thread,
                   "checkpoint": str(cache.path.relative_to(store.root.parent) if cache.path.is_relative_to(
                       store.root.parent) else cache.path), "requestHash": job.request_hash, "jobKind": job.kind}
-        path.write_text(json.dumps(fixture_of(job, result, stored, label=label, source=source),
+        texts = None if keep_text else [str(m.content) for m in messages]
+        path.write_text(json.dumps(fixture_of(job, result, stored, label=label, source=source, texts=texts),
                                    ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         written.append(path)
     state = "the whole ingest" if complete else "the ingest up to the first call the checkpoint lacks (a run under way?)"

@@ -17,14 +17,15 @@ own "Search is not configured" answer.
 The protocol is text, the same for every reader (a 1.5B local model follows it; hosted
 models could take OpenAI-style `tools`, but one protocol keeps the readers comparable):
 
-1. the reader sees the window, then the guide (`GUIDE`: how to recall, the message ids of each
-   session and its date, in place of the group ranges a window with retrieval on shows), then
-   the question, as in condition `omstream`;
-2. a reply whose first line is `RECALL: <message id>` or `RECALL: {json}` (any of the tool's
-   parameters, camelCase) is a recall call: the bench runs the handler and asks again with the
+1. the reader sees the window, then the guide (`GUIDE`: each session's date and the recall call
+   that reads it, in place of the group ranges a window with retrieval on shows), then the
+   question, as in condition `omstream`;
+2. a reply whose first line is `RECALL: <message id>`, `RECALL: start` or `RECALL: {json}` (any of
+   the tool's parameters, camelCase) is a recall call: the bench runs the handler and asks again with the
    reply and `Recall result:` + the answer appended, then the question again;
-3. after `cap` calls the result comes with "no more recalls: answer now", and whatever the
-   reader replies then is its answer (a further `RECALL:` line is scored as it stands).
+3. after `cap` calls the result comes with "no more recalls: answer now", and the reader's next
+   reply is its answer, less any leading `RECALL:` lines (not executed); a reply of nothing else
+   is scored as it stands.
 
 Checkpoints: each reader call is kept by the digest of its messages (`steps-<condition>-<key>`),
 so a run stopped between a question's calls resumes without asking one twice, and each finished
@@ -50,43 +51,46 @@ from .locomo import QA, Conversation
 from .quality_answer import ask, protocol
 from .quality_store import CallLimit, Store, digest, source_digest
 
-__all__ = ["CONDITION", "GUIDE", "Recaller", "answer_with_recall", "guide_message", "parse_recall",
-           "recall_summary", "session_index"]
+__all__ = ["CONDITION", "DEFAULT_CALLS", "GUIDE", "Recaller", "answer_with_recall", "final", "guide_message", "parse_recall",
+           "recall_summary", "session_index", "shown"]
 
 CONDITION = "omstream+recall"
 DEFAULT_CALLS = 2
 GUIDE = """You can read the original messages of the conversation with the recall tool before you answer.
-Message ids are `<thread>:<session>:<turn>`. The sessions:
+To read a session, reply with its RECALL line below and nothing else:
 {sessions}
 
-To recall, reply with one line and nothing else:
-RECALL: <message id>
-It shows the messages after that id (e.g. `RECALL: {example}`). `RECALL: {{"cursor": "<id>", "page": -1}}` shows \
-the messages before it; any parameter of the recall tool can be given as JSON.
-You then get the result and answer. At most {cap} recalls per question. If your observations already hold \
-the answer, answer directly."""
+You get up to 20 messages with their ids (`RECALL: <message id>` reads the 20 after that id), then you \
+answer. At most {cap} recalls per question. If your observations already hold the answer, answer directly."""
 RESULT = "Recall result:\n{result}\n\n{question}"
 LAST = "Recall result:\n{result}\n\nNo more recalls: answer now.\n\n{question}"
 _RECALL = re.compile(r"^\s*\**RECALL\**\s*:\s*(?P<arg>.+?)\s*$", re.IGNORECASE)
 
 
 def session_index(conversation: Conversation, thread: str) -> str:
-    """One line per session: its date and the ids of its first and last message."""
-    return "\n".join(f"- session {s.number} ({s.date_time}): {thread}:{s.number}:1 to {thread}:{s.number}:{len(s.turns)}"
-                     for s in conversation.sessions if s.turns)
+    """One line per session: its date and the recall call that reads it, in the tool's own terms
+    (a window with retrieval on shows group ranges instead).  A cursor pages *after* its
+    message, so a session is read from the last message of the one before; the first from the
+    thread's start.  Ids are the ingest's, `<thread>:<session>:<turn>` (`quality_ingest`)."""
+    lines, before = [], None
+    for s in conversation.sessions:
+        if not s.turns:
+            continue
+        call = f"RECALL: {before}" if before else "RECALL: start"
+        lines.append(f"- session {s.number} ({s.date_time}): {call}")
+        before = f"{thread}:{s.number}:{len(s.turns)}"
+    return "\n".join(lines)
 
 
 def guide_message(conversation: Conversation, thread: str, cap: int) -> dict[str, Any]:
-    first = next((s for s in conversation.sessions if s.turns), None)
-    example = f"{thread}:{first.number}:1" if first else f"{thread}:1:1"
-    return {"role": "system", "content": GUIDE.format(sessions=session_index(conversation, thread),
-                                                      example=example, cap=cap)}
+    return {"role": "system", "content": GUIDE.format(sessions=session_index(conversation, thread), cap=cap)}
 
 
 def parse_recall(reply: str) -> dict[str, Any] | None:
     """The recall parameters of a reply whose first non-empty line is `RECALL: ...`, else None
-    (an answer).  A JSON object is taken as the tool's parameters; anything else as a message id
-    to page forward from (`mode: messages`, `cursor`)."""
+    (an answer).  A JSON object is taken as the tool's parameters (not advertised in the guide: the
+    1.5B model mangles JSON it is shown); `start` / `end` as the thread read from its start / end
+    (`anchor`); anything else as a message id to page forward from (`cursor`)."""
     first = next((line for line in (reply or "").splitlines() if line.strip()), "")
     found = _RECALL.match(first)
     if found is None:
@@ -98,7 +102,10 @@ def parse_recall(reply: str) -> dict[str, Any] | None:
         except json.JSONDecodeError:
             return {"_unparsed": arg}
         return value if isinstance(value, dict) else {"_unparsed": arg}
-    return {"mode": "messages", "cursor": arg.strip("`'\" ")}
+    arg = arg.strip("`'\" ")
+    if arg.lower() in ("start", "end"):  # the tool's `anchor`: the thread from its start or end
+        return {"mode": "messages", "anchor": arg.lower()}
+    return {"mode": "messages", "cursor": arg}
 
 
 @dataclass
@@ -236,8 +243,8 @@ async def _question(context: list[dict[str, Any]], prompt: str, model: str, seed
             return {"reply": "", "error": step["error"], "recalls": recalls, "recallCalls": len(recalls)}
         params = parse_recall(step["reply"]) if len(recalls) < cap else None
         if params is None:
-            return {"reply": step["reply"], "seconds": round(seconds, 2), "promptTokens": prompt_tokens,
-                    "completionTokens": completion_tokens, "readerCalls": len(recalls) + 1,
+            return {"reply": final(step["reply"]), "raw": step["reply"], "seconds": round(seconds, 2),
+                    "promptTokens": prompt_tokens, "completionTokens": completion_tokens, "readerCalls": len(recalls) + 1,
                     "recallCalls": len(recalls), "recalls": recalls}
         answer, text = await recaller.call(params)
         recalls.append({"request": step["reply"].strip().splitlines()[0], "params": params,
@@ -246,12 +253,24 @@ async def _question(context: list[dict[str, Any]], prompt: str, model: str, seed
         messages = [*messages, {"role": "assistant", "content": step["reply"]}, {"role": "user", "content": follow}]
 
 
+def final(reply: str) -> str:
+    """The answer in a last reply: its leading `RECALL:` lines are calls past the cap, not executed
+    and not the answer (the small model writes `RECALL: ...` then its answer on the next line);
+    a reply of nothing but them stays as it is, and scores as such."""
+    lines = (reply or "").splitlines()
+    while lines and (not lines[0].strip() or parse_recall(lines[0]) is not None):
+        lines.pop(0)
+    return "\n".join(lines) if lines else reply
+
+
 def recall_summary(rows: Sequence[dict[str, Any]], cap: int) -> dict[str, Any]:
-    """Recall calls made, questions that used recall, calls the handler refused, and answers
-    still a recall line when the cap was reached."""
+    """Recall calls made, questions that used recall, calls the handler refused, questions that
+    reached the cap, last replies that still began with a recall line (not executed), and those
+    that held nothing else (no answer)."""
     calls = sum(r.get("recallCalls", 0) for r in rows)
     return {"cap": cap, "calls": calls, "questions": len(rows),
             "questionsUsingRecall": sum(1 for r in rows if r.get("recallCalls")),
             "refused": sum(1 for r in rows for c in r.get("recalls", ()) if c.get("error")),
             "capReached": sum(1 for r in rows if r.get("recallCalls", 0) >= cap),
-            "answeredWithRecallLine": sum(1 for r in rows if parse_recall(r.get("reply", "")) is not None)}
+            "recallPastCap": sum(1 for r in rows if parse_recall(r.get("raw", r.get("reply", ""))) is not None),
+            "noAnswerPastCap": sum(1 for r in rows if parse_recall(r.get("reply", "")) is not None)}

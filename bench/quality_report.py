@@ -67,7 +67,7 @@ def question_rows(conversation: Conversation, thread: str, questions: Sequence[Q
                                 "prediction": row["prediction"], "score": round(row["score"], 4),
                                 "answerInContext": answer_in(qa, texts[name]),
                                 **{k: row[k] for k in ("promptTokens", "completionTokens", "seconds", "error",
-                                                           "readerCalls", "recallCalls", "recalls")
+                                                           "raw", "readerCalls", "recallCalls", "recalls")
                                    if k in row}}
         out.append({"index": qa.index, "category": qa.category, "question": qa.question, "answer": qa.answer,
                     "evidence": list(qa.evidence), "options": options[qa.index],

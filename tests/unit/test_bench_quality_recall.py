@@ -20,19 +20,22 @@ SCRIPTED = ["--observer", "scripted/observer", "--reflector", "scripted/reflecto
 BOTH = "omstream,recent,omstream+recall"
 #: Every request the test reader received, by model: its messages.
 PROMPTS: list[tuple[str, list[dict[str, Any]]]] = []
-_ID = re.compile(r"- session 1 \([^)]*\): (\S+) to ")
+_SESSION_2 = re.compile(r"^- session 2 \([^)]*\): (RECALL: \S+)$", re.MULTILINE)
 
 
 def _reply(name: str, messages: list[dict[str, Any]]) -> str:
-    """`recaller/once`: recalls from the first session's first id, then answers with the first
-    words of the result; `recaller/always`: recalls every time; `recaller/never`: answers."""
+    """`recaller/once`: copies the guide's line for session 2, then answers with the first words
+    of the result; `recaller/always`: recalls every time, and past the cap writes its answer under
+    the recall line; `recaller/never`: answers."""
     system = "\n".join(str(m.get("content")) for m in messages if m.get("role") == "system")
     last = str(messages[-1].get("content"))
-    found = _ID.search(system)
+    found = _SESSION_2.search(system)
     if name == "never" or found is None:
         return "pottery class"
-    if name == "always" or not last.startswith("Recall result:"):
-        return f"RECALL: {found.group(1)}"
+    if name == "always":
+        return found.group(1) + ("\npottery class" if "No more recalls" in last else "")
+    if not last.startswith("Recall result:"):
+        return found.group(1)
     return "from recall: " + " ".join(last.split()[2:8])
 
 
@@ -83,20 +86,22 @@ def test_a_recall_runs_through_the_handler_and_its_result_reaches_the_next_promp
     recall = report["recall"]
     print(f"recall figures: {recall}; f1 {report['f1']}")
     assert recall == {"cap": 2, "calls": 6, "questions": 6, "questionsUsingRecall": 6, "refused": 0,
-                      "capReached": 0, "answeredWithRecallLine": 0}
+                      "capReached": 0, "recallPastCap": 0, "noAnswerPastCap": 0}
     assert report["modelCallsMade"]["answer omstream+recall"] == 12
     rows = [json.loads(line) for line in Path(report["questionsFile"]).read_text().splitlines()]
     first = rows[0]["conditions"]["omstream+recall"]
     assert first["recallCalls"] == 1 and first["readerCalls"] == 2
     call = first["recalls"][0]
     thread = "locomo-synthetic-resume"
-    assert call["params"] == {"mode": "messages", "cursor": f"{thread}:1:1"} and call["error"] is None
-    # The handler pages forward from the cursor: turn 2 of session 1 onwards, with their ids.
-    assert "Session 1 turn 2: I keep thinking about" in call["result"]
-    assert f"{thread}:1:2" in call["result"] and "Session 1 turn 1:" not in call["result"]
+    # The guide's line for session 2 pages on from session 1's last message (12 turns).
+    assert call["request"] == f"RECALL: {thread}:1:12"
+    assert call["params"] == {"mode": "messages", "cursor": f"{thread}:1:12"} and call["error"] is None
+    # The handler pages forward from the cursor: session 2 from its first turn, with the ids.
+    assert "Session 2 turn 1: I keep thinking about" in call["result"]
+    assert f"{thread}:2:1" in call["result"] and "Session 1 turn 12:" not in call["result"]
     # ... and the second prompt carries the reader's recall line and that result, then the question.
     second = next(messages for name, messages in PROMPTS if messages[-1]["content"].startswith("Recall result:"))
-    assert second[-2] == {"role": "assistant", "content": f"RECALL: {thread}:1:1"}
+    assert second[-2] == {"role": "assistant", "content": f"RECALL: {thread}:1:12"}
     assert second[-1]["content"].startswith("Recall result:\n" + call["result"])
     assert second[-1]["content"].endswith(rows[0]["question"]) or "Question:" in second[-1]["content"]
     assert first["prediction"].startswith("from recall:")
@@ -116,7 +121,11 @@ def test_the_cap_holds(data, tmp_path):
     code, report = run(data, tmp_path, "recaller/always", "--recall-calls", "1")
     assert code == 0 and report is not None
     assert report["recall"]["calls"] == 6 and report["recall"]["capReached"] == 6
-    assert report["recall"]["answeredWithRecallLine"] == 6  # it never answered: scored as it stands
+    # Past the cap it wrote another recall line, then its answer: the line is dropped, the answer scored.
+    assert report["recall"]["recallPastCap"] == 6 and report["recall"]["noAnswerPastCap"] == 0
+    rows = [json.loads(line) for line in Path(report["questionsFile"]).read_text().splitlines()]
+    assert {r["conditions"]["omstream+recall"]["reply"] for r in rows} == {"pottery class"}
+    assert all(r["conditions"]["omstream+recall"]["raw"].startswith("RECALL: ") for r in rows)
     assert report["modelCallsMade"]["answer omstream+recall"] == 12  # 1 recall + the last call, per question
     last = [m for name, m in PROMPTS if m[-1]["content"].startswith("Recall result:")]
     assert len(last) == 6 and all("No more recalls: answer now." in m[-1]["content"] for m in last)
@@ -154,6 +163,22 @@ def test_a_run_stopped_between_recall_calls_resumes_without_asking_twice(data, t
     assert again["checkpoints"]["answersFromCheckpoint"] == {"omstream": 6, "recent": 6, "omstream+recall": 6}
 
 
+def test_the_guide_reads_each_session_from_the_end_of_the_one_before():
+    from bench import locomo
+
+    conversation = locomo.conversation_of(_conversation()[0])
+    lines = quality_recall.session_index(conversation, "t").splitlines()
+    assert lines[0].endswith("): RECALL: start") and lines[1].endswith("): RECALL: t:1:12")
+    assert [quality_recall.parse_recall(x.split("): ", 1)[1]) for x in lines[:2]] == [
+        {"mode": "messages", "anchor": "start"}, {"mode": "messages", "cursor": "t:1:12"}]
+
+
+def test_a_last_reply_loses_its_recall_lines():
+    assert quality_recall.final("RECALL: t:1:2\nMelanie painted it in 2022.") == "Melanie painted it in 2022."
+    assert quality_recall.final("RECALL: t:1:2") == "RECALL: t:1:2"
+    assert quality_recall.final("2022") == "2022"
+
+
 def test_the_recall_condition_is_opt_in():
     assert "omstream+recall" not in quality.parse_args([]).conditions.split(",")
     assert quality.parse_conditions("omstream,omstream+recall") == ["omstream", "omstream+recall"]
@@ -166,6 +191,7 @@ def test_the_recall_condition_is_opt_in():
     ("  recall: `t:3:4`\nmore", {"mode": "messages", "cursor": "t:3:4"}),
     ('**RECALL**: {"cursor": "t:1:2", "page": -1}', {"cursor": "t:1:2", "page": -1}),
     ("RECALL: {not json", {"_unparsed": "{not json"}),
+    ("RECALL: Start", {"mode": "messages", "anchor": "start"}),
     ("Pottery. RECALL: t:1:1", None),
     ("", None),
 ])
@@ -187,7 +213,12 @@ def test_export_writes_the_runs_observer_answers_in_the_corpus_format(data, tmp_
     assert first["kind"] in ("observe", "reflect") and first["model"] == "scripted/observer"
     assert first["system_prompt"] and first["user_message"] and first["raw_output"].startswith("<observations>")
     assert first["parsed_at_export"]["outcome"] == "clean"
-    assert "Session 1 turn 1" in first["user_message"]
+    # LoCoMo's text (CC BY-NC) is left out of the prompt; the model's own words stay.
+    assert "Session 1 turn" not in first["user_message"] and "lines of LoCoMo messages, not copied" in first[
+        "user_message"]
+    assert first["source"]["messagesLeftOut"] >= 12
+    later = json.loads(files[1].read_text())
+    assert later["user_message"].startswith("## Previous Observations\n\n") and "Session" in later["user_message"]
     # Again: nothing new to write; no model is called.
     assert quality.main(args) == 0
     assert "0 fixtures written" in capsys.readouterr().out
