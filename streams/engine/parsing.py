@@ -322,6 +322,7 @@ def _observation_lines(body: list[str], kinds: set[str], *, in_block: bool = Tru
     the model echoed ("User (6:00 PM): ...")."""
     parsed: list[_Line | str] = []
     prose_at: list[int] = []  # positions of prose lines among `parsed`, decided below
+    echo = False  # inside an echoed transcript message: its next prose lines are its own
     for line in body:
         if _PROMPT_HEADING.match(line):  # the model went on to write the next prompt: stop
             kinds.add("prose-dropped")
@@ -330,18 +331,23 @@ def _observation_lines(body: list[str], kinds: set[str], *, in_block: bool = Tru
             if _FENCE.match(line):
                 kinds.add("prose-dropped")
             parsed.append("")
+            echo = False
             continue
         if _THREAD_TAG.match(line):
             kinds.add("thread-tags")
             continue
         item = _bullet(line, kinds)
         if item is None:
-            if not in_block or _ECHO.match(line):
+            # A transcript message may run over several lines (an attachment's caption below its
+            # text): the lines after an echoed one, up to a list line or a blank, are the echo's.
+            if not in_block or _ECHO.match(line) or echo:
                 kinds.add("prose-dropped")
+                echo = echo or bool(_ECHO.match(line))
                 continue
             prose_at.append(len(parsed))
             parsed.append(line)
             continue
+        echo = False
         parsed.append(item)
     # Prose before the first and after the last list line is chatter ("Here are the new
     # observations:"); between list lines it is content (a reflection's paragraph) and stays.
