@@ -57,7 +57,7 @@ __all__ = ["CONDITION", "DEFAULT_CALLS", "GUIDE", "Recaller", "answer_with_recal
 CONDITION = "omstream+recall"
 DEFAULT_CALLS = 2
 GUIDE = """You can read the original messages of the conversation with the recall tool before you answer.
-To read a session, reply with its RECALL line below and nothing else:
+To read a session, reply with its RECALL line below, exactly, and nothing else:
 {sessions}
 
 You get up to 20 messages with their ids (`RECALL: <message id>` reads the 20 after that id), then you \
@@ -77,7 +77,8 @@ def session_index(conversation: Conversation, thread: str) -> str:
         if not s.turns:
             continue
         call = f"RECALL: {before}" if before else "RECALL: start"
-        lines.append(f"- session {s.number} ({s.date_time}): {call}")
+        # The line to copy first, the date after it: the 1.5B model copied the date otherwise.
+        lines.append(f"{call}   (session {s.number}, {s.date_time})")
         before = f"{thread}:{s.number}:{len(s.turns)}"
     return "\n".join(lines)
 
@@ -90,7 +91,8 @@ def parse_recall(reply: str) -> dict[str, Any] | None:
     """The recall parameters of a reply whose first non-empty line is `RECALL: ...`, else None
     (an answer).  A JSON object is taken as the tool's parameters (not advertised in the guide: the
     1.5B model mangles JSON it is shown); `start` / `end` as the thread read from its start / end
-    (`anchor`); anything else as a message id to page forward from (`cursor`)."""
+    (`anchor`); anything else as a message id to page forward from (`cursor`), its first word (a
+    guide line copied whole still names its id)."""
     first = next((line for line in (reply or "").splitlines() if line.strip()), "")
     found = _RECALL.match(first)
     if found is None:
@@ -102,7 +104,7 @@ def parse_recall(reply: str) -> dict[str, Any] | None:
         except json.JSONDecodeError:
             return {"_unparsed": arg}
         return value if isinstance(value, dict) else {"_unparsed": arg}
-    arg = arg.strip("`'\" ")
+    arg = arg.split()[0].strip("`'\"")  # an id has no space: "<id>   (session 2, ...)" copied whole
     if arg.lower() in ("start", "end"):  # the tool's `anchor`: the thread from its start or end
         return {"mode": "messages", "anchor": arg.lower()}
     return {"mode": "messages", "cursor": arg}

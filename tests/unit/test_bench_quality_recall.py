@@ -20,7 +20,7 @@ SCRIPTED = ["--observer", "scripted/observer", "--reflector", "scripted/reflecto
 BOTH = "omstream,recent,omstream+recall"
 #: Every request the test reader received, by model: its messages.
 PROMPTS: list[tuple[str, list[dict[str, Any]]]] = []
-_SESSION_2 = re.compile(r"^- session 2 \([^)]*\): (RECALL: \S+)$", re.MULTILINE)
+_SESSION_2 = re.compile(r"^(RECALL: \S+)   \(session 2, [^)]*\)$", re.MULTILINE)
 
 
 def _reply(name: str, messages: list[dict[str, Any]]) -> str:
@@ -168,8 +168,8 @@ def test_the_guide_reads_each_session_from_the_end_of_the_one_before():
 
     conversation = locomo.conversation_of(_conversation()[0])
     lines = quality_recall.session_index(conversation, "t").splitlines()
-    assert lines[0].endswith("): RECALL: start") and lines[1].endswith("): RECALL: t:1:12")
-    assert [quality_recall.parse_recall(x.split("): ", 1)[1]) for x in lines[:2]] == [
+    assert lines[0].startswith("RECALL: start   (session 1, ") and lines[1].startswith("RECALL: t:1:12   (session 2")
+    assert [quality_recall.parse_recall(x.split("   (")[0]) for x in lines[:2]] == [
         {"mode": "messages", "anchor": "start"}, {"mode": "messages", "cursor": "t:1:12"}]
 
 
@@ -192,6 +192,7 @@ def test_the_recall_condition_is_opt_in():
     ('**RECALL**: {"cursor": "t:1:2", "page": -1}', {"cursor": "t:1:2", "page": -1}),
     ("RECALL: {not json", {"_unparsed": "{not json"}),
     ("RECALL: Start", {"mode": "messages", "anchor": "start"}),
+    ("RECALL: t:1:12   (session 2, 7:40 pm on 15 April, 2024)", {"mode": "messages", "cursor": "t:1:12"}),
     ("Pottery. RECALL: t:1:1", None),
     ("", None),
 ])
