@@ -2,12 +2,14 @@
 answers as fixtures of the parser's real-output corpus (`tests/fixtures/local_model/`, read by
 `tests/unit/engine/test_local_outputs.py`; the format `bench/corpus.py` writes).
 
-The call checkpoint (`calls-<models>.jsonl`) keeps each answer by its request hash, not the
-prompt, so the export folds the conversation again with the run's own arguments (the same
-`--conversation`, `--max-sessions`, thresholds and models), serving every call from the
-checkpoint, and writes one fixture per model job that has a stored answer: the job's prompt
-(system prompt and user message, as sent) and the model's raw answer, untouched.  It stops at
-the first call the checkpoint does not hold (a run still under way): no model is called.
+Each line of the call checkpoint (`calls-<models>.jsonl`) keeps the call's prompt with its
+answer, and the export writes one fixture per answer, in the order the calls were made: the
+prompt (system prompt and user message, as sent) and the model's raw answer, untouched.  Lines
+written before the prompt was kept (runs of earlier versions of the bench) hold only the
+answer: for those the export folds the conversation again with the run's own arguments (the
+same `--conversation`, `--max-sessions`, thresholds and models), serving every call from the
+checkpoint and stopping at the first it lacks (no model is called), which finds them only with
+the engine code the run had (another parser or prompt makes other requests).
 
 A fixture is `<label>-conv<N>-<kind>-<NNN>.json` (`label` is its `prompt_version`, default
 `lq`: the prompts of a `bench.quality` run, whose system prompt carries the speaker instruction),
@@ -31,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .quality_store import CallCache, CallLimit, StopRequested, Store
+from .quality_store import CallCache, CallLimit, StopRequested, Store, request_of
 
 __all__ = ["export_corpus", "fixture_of", "previous_of", "redact"]
 
@@ -80,33 +82,37 @@ def previous_of(kind: str, user: str) -> str:
     return user[len(head):].split("\n\n---\n\n")[0]
 
 
-def fixture_of(job: Any, result: Any, stored: Any, *, label: str, source: dict[str, Any],
+def fixture_of(request: dict[str, Any], stored: Any, *, label: str, source: dict[str, Any],
                texts: list[str] | None = None) -> dict[str, Any]:
-    """One corpus fixture: the job's prompt and the stored answer (`stored`: the result as the
-    model gave it, with its measured time).  With `texts` (the conversation's messages) the
-    prompt's copy of them is left out (`redact`)."""
+    """One corpus fixture: the request's prompt (`quality_store.request_of`) and the stored answer
+    (`stored`: the result as the model gave it, with its measured time).  With `texts` (the
+    conversation's messages) the prompt's copy of them is left out (`redact`)."""
     from omstream.engine.parsing import parse_observer_output, parse_outcome
     from omstream.models import local
     from omstream.models.calls import translate_settings
 
-    system = "\n\n".join(_text(m.content) for m in job.messages if m.role == "system")
-    user = "\n\n".join(_text(m.content) for m in job.messages if m.role == "user")
+    messages = request["messages"]
+    kind = KINDS.get(request["kind"], request["kind"])
+    system = "\n\n".join(_text(m.get("content")) for m in messages if m.get("role") == "system")
+    user = "\n\n".join(_text(m.get("content")) for m in messages if m.get("role") == "user")
+    previous = previous_of(kind, user)
     if texts is not None:
         user, replaced = redact(user, texts)
         source = {**source, "messagesLeftOut": replaced}
-    settings = {**(local.SAMPLING if local.is_local(job.model) else {}),
-                **(local.SERVER_SAMPLING if local.is_local(job.model) else {}), **translate_settings(job.settings)}
-    raw = result.output or ""
+    model = request["model"]
+    settings = {**(local.SAMPLING if local.is_local(model) else {}),
+                **(local.SERVER_SAMPLING if local.is_local(model) else {}),
+                **translate_settings(request.get("settings") or {})}
+    raw = stored.output or ""
     usage = stored.usage
-    previous = previous_of(KINDS.get(job.kind, job.kind), user)
     parsed = parse_observer_output(raw, previous) if raw else None
     return {
-        "model": job.model, "kind": KINDS.get(job.kind, job.kind), "prompt_version": label,
+        "model": model, "kind": kind, "prompt_version": label,
         "prompts_source": "bench.quality run: streams/engine/prompts.py with the run's instruction",
         "settings": settings, "source": source,
         "system_prompt_sha256": hashlib.sha256(system.encode()).hexdigest(),
         "system_prompt": system, "user_message": user,
-        "ok": bool(result.ok), "error": result.error, "raw_output": raw,
+        "ok": bool(stored.ok), "error": stored.error, "raw_output": raw,
         "usage": {"input_tokens": usage.input_tokens if usage else None,
                   "output_tokens": usage.output_tokens if usage else None},
         "seconds": round((stored.completed_at - stored.started_at).total_seconds(), 1),
@@ -118,35 +124,46 @@ def fixture_of(job: Any, result: Any, stored: Any, *, label: str, source: dict[s
 
 async def export_corpus(out: Path, store: Store, cache: CallCache, thread: str, om: Any, messages: list[Any], *,
                         label: str, conversation: int, keep_text: bool = False) -> list[Path]:
-    """Write the fixtures; returns the paths written (existing ones are skipped).  The prompts'
-    copy of the conversation is left out unless `keep_text` (for a local look, not to commit)."""
-    from .quality_ingest import ingest
+    """Write the fixtures, one per answer of the checkpoint in the order the calls were made;
+    returns the paths written (existing ones are skipped).  The prompts' copy of the
+    conversation is left out unless `keep_text` (for a local look, not to commit)."""
+    requests = dict(cache.requests)
+    folded = 0
+    if len(requests) < len(cache.entries):  # lines written before the prompt was kept: fold again
+        from .quality_ingest import ingest
 
-    seen: list[tuple[Any, Any]] = []
-    try:
-        await ingest(thread, om, messages, cache, CallLimit(0), on_call=lambda job, result: seen.append((job, result)))
-        complete = True
-    except StopRequested:
-        complete = False
+        def seen(job: Any, _: Any) -> None:
+            requests.setdefault(job.request_hash, request_of(job))
+
+        try:
+            await ingest(thread, om, messages, cache, CallLimit(0), on_call=seen)
+        except StopRequested:
+            pass
+        folded = len(requests) - len(cache.requests)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     counts: dict[str, int] = {}
-    for job, result in seen:
-        kind = KINDS.get(job.kind, job.kind)
+    unknown = 0
+    texts = None if keep_text else [str(m.content) for m in messages]
+    where = cache.path.relative_to(store.root.parent) if cache.path.is_relative_to(store.root.parent) else cache.path
+    for request_hash in cache.entries:
+        request = requests.get(request_hash)
+        if request is None:  # neither kept nor met again (the run had other engine code)
+            unknown += 1
+            continue
+        kind = KINDS.get(request["kind"], request["kind"])
         counts[kind] = counts.get(kind, 0) + 1
         path = out / f"{label}-conv{conversation}-{kind}-{counts[kind]:03d}.json"
         if path.exists():
             continue
-        stored = cache.original(job.request_hash)
         source = {"benchmark": "bench.quality (LoCoMo)", "conversation": conversation, "thread": thread,
-                  "checkpoint": str(cache.path.relative_to(store.root.parent) if cache.path.is_relative_to(
-                      store.root.parent) else cache.path), "requestHash": job.request_hash, "jobKind": job.kind}
-        texts = None if keep_text else [str(m.content) for m in messages]
-        path.write_text(json.dumps(fixture_of(job, result, stored, label=label, source=source, texts=texts),
-                                   ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+                  "checkpoint": str(where), "requestHash": request_hash, "jobKind": request["kind"]}
+        path.write_text(json.dumps(fixture_of(request, cache.original(request_hash), label=label, source=source,
+                                              texts=texts), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         written.append(path)
-    state = "the whole ingest" if complete else "the ingest up to the first call the checkpoint lacks (a run under way?)"
-    print(f"export: {len(seen)} answers in {cache.path} ({state}); {len(written)} fixtures written to {out}, "
-          f"{len(seen) - len(written)} already there", flush=True)
+    print(f"export: {len(cache.entries)} answers in {cache.path} ({len(cache.requests)} with their prompt, "
+          f"{folded} found by folding the conversation again, {unknown} whose prompt is unknown: export "
+          f"those with the engine code the run had); {len(written)} fixtures written to {out}, "
+          f"{sum(counts.values()) - len(written)} already there", flush=True)
     print(f"export date: {datetime.now(UTC).isoformat(timespec='seconds')}")
     return written

@@ -151,7 +151,7 @@ async def _run(job: Any, cache: CallCache, limit: CallLimit, timeout: float) -> 
     limit.before("ingest")
     result = await run_job(job, RetryPolicy(), timeout=timeout)
     limit.count("ingest")
-    cache.put(result)
+    cache.put(result, job)
     return result, _call_row(result, False)
 
 

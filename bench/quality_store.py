@@ -5,7 +5,8 @@ the digest of what it depends on, so a change of any input makes a new file and 
 simply not read again:
 
 * `calls-<models>.jsonl`: every successful Observer/Reflector answer of the ingest, one line per
-  model call as it returns, keyed by the job's `requestHash` (model, messages, settings: what
+  model call as it returns (with its prompt, for `--export-corpus`), keyed by the job's
+  `requestHash` (model, messages, settings: what
   the project's own result cache keys by); the file is named by what the hash does not cover, a
   local model's weights and server-side sampling (`quality_answer.model_identity`).  A rerun folds the conversation again (the fold is
   pure and fast) and is served these answers instead of calling the model, so an ingest
@@ -35,7 +36,8 @@ from typing import Any
 
 from omstream.schemas.errors import OmError
 
-__all__ = ["BENCH_VERSION", "CallCache", "CallLimit", "StopRequested", "Store", "digest", "source_digest"]
+__all__ = ["BENCH_VERSION", "CallCache", "CallLimit", "StopRequested", "Store", "digest", "request_of",
+           "source_digest"]
 
 #: Bump when a change of the bench itself changes what a checkpointed phase computes.
 BENCH_VERSION = 1
@@ -118,9 +120,13 @@ class CallCache:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.entries: dict[str, str] = {
-            row["requestHash"]: row["result"] for row in _read_lines(path)
-            if isinstance(row.get("requestHash"), str) and isinstance(row.get("result"), str)}
+        rows = [row for row in _read_lines(path)
+                if isinstance(row.get("requestHash"), str) and isinstance(row.get("result"), str)]
+        self.entries: dict[str, str] = {row["requestHash"]: row["result"] for row in rows}
+        #: The prompt of each call, where the line has it (lines written before it was kept have
+        #: not): what `--export-corpus` writes, whatever engine code reads the checkpoint.
+        self.requests: dict[str, dict[str, Any]] = {
+            row["requestHash"]: row["request"] for row in rows if isinstance(row.get("request"), dict)}
         self.hits = 0
 
     def original(self, request_hash: str) -> Any:
@@ -140,14 +146,24 @@ class CallCache:
         self.hits += 1
         return answer_from(stored, job)
 
-    def put(self, result: Any) -> None:
+    def put(self, result: Any, job: Any = None) -> None:
         from omstream.schemas.codec import encode
 
         if not result.ok:
             return
         raw = encode(result).decode()
         self.entries[result.request_hash] = raw
-        _append_line(self.path, {"requestHash": result.request_hash, "result": raw})
+        row: dict[str, Any] = {"requestHash": result.request_hash, "result": raw}
+        if job is not None:
+            row["request"] = request_of(job)
+            self.requests[result.request_hash] = row["request"]
+        _append_line(self.path, row)
+
+
+def request_of(job: Any) -> dict[str, Any]:
+    """What a call checkpoint keeps of a job besides its answer: the prompt and its settings."""
+    return {"kind": job.kind, "model": job.model, "settings": job.settings,
+            "messages": [m.model_dump(mode="json") for m in job.messages]}
 
 
 class CallLimit:

@@ -223,3 +223,20 @@ def test_export_writes_the_runs_observer_answers_in_the_corpus_format(data, tmp_
     # Again: nothing new to write; no model is called.
     assert quality.main(args) == 0
     assert "0 fixtures written" in capsys.readouterr().out
+    # The prompts are kept in the call checkpoint: other arguments (another fold) export the same.
+    other = tmp_path / "other"
+    assert quality.main([*args[:-1], str(other), "--message-tokens", "900"]) == 0
+    assert sorted(p.name for p in other.glob("*.json")) == [p.name for p in files]
+    assert "0 found by folding the conversation again, 0 whose prompt is unknown" in capsys.readouterr().out
+
+    # A checkpoint written before prompts were kept: the export folds the conversation again.
+    for calls in (tmp_path / "checkpoints" / "conv0").glob("calls-*.jsonl"):
+        rows = [json.loads(line) for line in calls.read_text().splitlines()]
+        calls.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "request"}) + "\n" for r in rows))
+    old = tmp_path / "old"
+    assert quality.main([*args[:-1], str(old)]) == 0
+    assert [json.loads(p.read_text()) for p in sorted(old.glob("*.json"))] == [json.loads(p.read_text()) for p in files]
+    assert f"0 with their prompt, {len(files)} found by folding" in capsys.readouterr().out
+    # ... which another fold (another configuration) cannot do.
+    assert quality.main([*args[:-1], str(tmp_path / "none"), "--message-tokens", "900"]) == 0
+    assert "whose prompt is unknown" in capsys.readouterr().out
