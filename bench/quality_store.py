@@ -20,6 +20,10 @@ simply not read again:
   by the digest of the question's prompt.  Condition `full`'s context is the whole
   conversation, so its answers depend only on the conversation, the reader and the questions:
   they are computed once and reused by every later run (the report says how many were).
+* `steps-omstream+recall-<key>.jsonl`: condition `omstream+recall`'s reader calls, one line per
+  call by the digest of its messages, so a question stopped between its recall calls resumes
+  without asking twice (`bench.quality_recall`; its answers file is keyed as above, plus the cap,
+  the handler's source and the conversation's messages, which the handler reads).
 
 A failed model call is never written: the rerun asks again.  Lines are flushed as they are
 written; a torn last line (a run killed mid-write) is ignored.
