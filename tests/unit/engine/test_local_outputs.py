@@ -3,6 +3,9 @@
 --conversation N ... --export-corpus tests/fixtures/local_model/`), and each recovery on small
 hand-written answers.
 
+`OM_LOCAL_CORPUS=<folder>` adds the fixtures of a folder outside the repository (the export of
+a LoCoMo run, whose answers quote the data set and so are never committed).
+
 Every fixture is an actual output of `local/qwen2.5-1.5b`; `prompt_version` says which prompts
 produced it (v1: the prompts before the small-model rewrite, v2: after; `lq`: a bench.quality
 run on a LoCoMo conversation, whole sessions with the speaker instruction).  Run with `-s` to see
@@ -12,6 +15,7 @@ the share of answers parsed clean / recovered / failed per prompt version.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import Counter, defaultdict
 from datetime import UTC, datetime
@@ -36,7 +40,11 @@ from omstream.engine.transcript import TranscriptLine, render_transcript
 from omstream.models import scripted
 
 ROOT = Path(__file__).resolve().parents[3]
-FIXTURES = sorted((ROOT / "tests/fixtures/local_model").glob("*.json"))
+# Outputs exported from runs on LoCoMo quote its conversations, which never enter the repository
+# (CC BY-NC): such a corpus is kept outside and named by OM_LOCAL_CORPUS, a folder of fixtures.
+EXTRA = os.environ.get("OM_LOCAL_CORPUS", "")
+FIXTURES = sorted([*(ROOT / "tests/fixtures/local_model").glob("*.json"),
+                   *(Path(EXTRA).glob("*.json") if EXTRA else [])])
 OBSERVATION = re.compile(r"^\* (?:🔴|🟡|🟢|✅) \(\d{2}:\d{2}\) \S")
 SUB = re.compile(r"^\s+\* \S")
 
