@@ -271,6 +271,17 @@ async def worker_relays(settings: Settings, worker: Any) -> None:
         records = [r for r in await log_records(settings) if r.key == b"thread:w1"]
         assert [intake_from(r.headers, intake.topic) is not None for r in records] == [True] * 3
         assert not [r for r in records if secret.encode() in (r.value or b"")]
+
+        async def accepted() -> list[Any]:
+            topic = Topics.of(settings).events
+            parts = (await partitions_of(settings.bootstrap, [topic]))[topic]
+            return [r async for r in read_until_end(settings.bootstrap, topic, parts) if r.key == b"thread:w1"
+                    and orjson.loads(r.value).get("type") == "om-message-accepted"]
+        deadline = time.monotonic() + 60
+        while len(events := await accepted()) < 3:  # the fold took the relayed records, sealed
+            assert time.monotonic() < deadline and "Traceback" not in worker.tail(100_000), worker.tail(5000)
+            await asyncio.sleep(0.2)
+        assert not [r for r in events if secret.encode() in r.value]
         await until(lambda: "thread:w2 with content was written to the log unsealed" in worker.tail(100_000),
                     timeout=30)
         assert worker.tail(100_000).count("written to the log unsealed") == 1

@@ -3,8 +3,6 @@ a worker with the same namespace key.  Every job, result and cache entry is seal
 folds the sealed answers (signature over the sealed bytes), nothing is dead-lettered; after one
 thread is deleted, a replay under the live configuration calls no model and hits the cache for
 every job of the thread that lives, and for none of the deleted one's.
-
-Needs the fold's side (`omstream.worker.sealed_fold`, branch seal-fold): skipped without it.
 """
 
 import asyncio
@@ -21,7 +19,6 @@ from tests.integration.options import om_options
 from tests.integration.support import read_all
 from tests.integration.test_replay import run_replay
 
-pytest.importorskip("omstream.worker.sealed_fold")
 pytestmark = pytest.mark.integration
 
 KEY = "an-integration-test-namespace-key-" + "x" * 32
