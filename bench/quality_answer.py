@@ -7,7 +7,7 @@ import asyncio
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from tqdm import tqdm
@@ -148,7 +148,14 @@ async def answer_condition(name: str, context: list[dict[str, Any]], questions: 
     The checkpoint file is keyed by the context and the protocol, a line by the question's
     prompt, so a rerun asks only what is not answered yet.  Scores are recomputed from the
     stored reply (the scoring rules are not part of the key)."""
-    key = digest(context, protocol(model, seed))
+    return await answer_each(name, digest(context, protocol(model, seed)), questions, options, store,
+                             lambda prompt: _answer(name, context, prompt, model, seed, limit, timeout))
+
+
+async def answer_each(name: str, key: str, questions: Sequence[QA], options: dict[int, dict[str, str] | None],
+                      store: Store, ask: Callable[[str], Awaitable[dict[str, Any]]]) -> tuple[list[dict[str, Any]], int]:
+    """`ask(prompt)` for each question not answered under `key` yet (a row with "error" is not
+    kept), each answer scored; and how many came from the checkpoint."""
     done = store.rows(f"answers-{name}", key)
     prompts = {qa.index: locomo.question_prompt(qa, options[qa.index]) for qa in questions}
     reused = sum(1 for qa in questions if digest(prompts[qa.index]) in done)
@@ -158,7 +165,7 @@ async def answer_condition(name: str, context: list[dict[str, Any]], questions: 
             qkey = digest(prompts[qa.index])
             row = done.get(qkey)
             if row is None:
-                row = await _answer(name, context, prompts[qa.index], model, seed, limit, timeout)
+                row = await ask(prompts[qa.index])
                 if "error" not in row:
                     store.append(f"answers-{name}", key, {"key": qkey, **row})
                     done[qkey] = row

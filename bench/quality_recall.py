@@ -37,18 +37,14 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
-from . import locomo
 from .locomo import QA, Conversation
-from .quality_answer import ask, protocol
+from .quality_answer import answer_each, ask, protocol
 from .quality_store import CallLimit, Store, digest, source_digest
 
 __all__ = ["CONDITION", "DEFAULT_CALLS", "GUIDE", "Recaller", "answer_with_recall", "final", "guide_message", "parse_recall",
@@ -179,26 +175,9 @@ async def answer_with_recall(context: list[dict[str, Any]], questions: Sequence[
                                                   "handler": source_digest(recall_sources()),
                                                   "bench": source_digest([Path(__file__)]),
                                                   "messages": conversation_key})
-    done = store.rows(f"answers-{name}", key)
-    steps = store.rows(f"steps-{name}", key)
-    prompts = {qa.index: locomo.question_prompt(qa, options[qa.index]) for qa in questions}
-    reused = sum(1 for qa in questions if digest(prompts[qa.index]) in done)
-    rows = []
-    with tqdm(total=len(questions), initial=reused, desc=f"answer {name}", unit="q", file=sys.stderr) as bar:
-        for qa in questions:
-            qkey = digest(prompts[qa.index])
-            row = done.get(qkey)
-            if row is None:
-                row = await _question(context, prompts[qa.index], model, seed, limit, recaller, cap,
-                                      _Steps(store, f"steps-{name}", key, steps), timeout, name)
-                if "error" not in row:
-                    store.append(f"answers-{name}", key, {"key": qkey, **row})
-                    done[qkey] = row
-                bar.update()
-            prediction = locomo.postprocess(row["reply"], options[qa.index])
-            rows.append({**{k: v for k, v in row.items() if k != "key"}, "prediction": prediction,
-                         "score": locomo.score(prediction, qa)})
-    return rows, reused
+    steps = _Steps(store, f"steps-{name}", key, store.rows(f"steps-{name}", key))
+    return await answer_each(name, key, questions, options, store, lambda prompt: _question(
+        context, prompt, model, seed, limit, recaller, cap, steps, timeout, name))
 
 
 @dataclass
