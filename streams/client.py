@@ -28,7 +28,6 @@ is `PLAIN` and the client starts nothing more.  `send_raw` writes bytes as given
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from types import TracebackType
@@ -54,8 +53,9 @@ from omstream.schemas.positions import LogPosition
 
 from . import kafka
 from .conversation import ConversationRecord, turns
-from .crypto import CryptoError, KeyNotLoaded, Sealer, Shredded, content_owner, sealer_of
+from .crypto import Sealer, content_owner, sealer_of
 from .crypto.fields import content_paths
+from .crypto.opening import Opener
 from .crypto.sealing import is_marked
 from .feed_reader import FeedEvent, follow_feed
 from .intake import IntakeBarrier
@@ -65,9 +65,7 @@ from .topics import Topics, memory_partition, partitions_of, read_until_end
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaProducer
 
-__all__ = ["OmClient", "known_thread", "open_input"]
-
-log = logging.getLogger(__name__)
+__all__ = ["OmClient", "known_thread"]
 
 
 def _camel(name: str) -> str:
@@ -326,11 +324,11 @@ async def known_thread(settings: Settings, thread_id: str, resource_id: str | No
     if own and any(is_marked(v) for v in values):
         await sealer.start()
         try:
-            values = await open_inputs(sealer, values, key.decode())
+            values = await _opened(Opener(sealer), values, key.decode())
         finally:
             await sealer.stop()
     elif not own:
-        values = await open_inputs(sealer, values, key.decode())
+        values = await _opened(Opener(sealer), values, key.decode())
     return _known([mark for value in values if (mark := _thread_mark(value, thread_id)) is not None])
 
 
@@ -339,31 +337,11 @@ def _known(marks: list[bool]) -> bool:
     return bool(marks) and marks[-1]
 
 
-async def open_inputs(sealer: Sealer, values: list[bytes | None], memory_key: str) -> list[bytes | None]:
+async def _opened(opener: Opener, values: list[bytes | None], memory_key: str) -> list[bytes | None]:
     """The records of one memory's input log opened, in order; those that no longer open
-    (shredded, tampered) left out."""
-    await sealer.prepare(values)
-    opened = [open_input(sealer, value, memory_key) for value in values]
-    return [value for value in opened if value is not None]
-
-
-def open_input(sealer: Sealer, value: bytes | None, memory_key: str) -> bytes | None:
-    """A record of `<ns>.log` opened with its owner's key (`content_owner`), after `prepare`;
-    None when it no longer opens (passed over, counted nowhere: the caller only reads)."""
-    if not sealer.enabled or not is_marked(value):
-        return value
-    try:
-        data = orjson.loads(value or b"")
-        if not isinstance(data, dict):
-            return value
-        owner = content_owner(memory_key, data.get("threadId"), is_message=data.get("type", "message") == "message")
-        return sealer.open(value, owner)
-    except (Shredded, KeyNotLoaded):
-        log.debug("a record of %s whose key was shredded: passed over", memory_key)
-        return None
-    except (CryptoError, ValueError):
-        log.info("a sealed record of %s that does not open: passed over", memory_key)
-        return None
+    (shredded, tampered) left out: their thread was deleted."""
+    await opener.prepare(values)
+    return [opened for value in values if value is not None and (opened := opener.open(value, memory_key)) is not None]
 
 
 def _thread_mark(value: bytes | None, thread_id: str) -> bool | None:

@@ -17,7 +17,7 @@ from .envelope import DataKey, is_sealed, open_value, parse, seal_value
 from .errors import CryptoError, KeyNotLoaded, KeyRingError, NamespaceKeyError, Shredded, Tampered
 from .fields import CONTENT_FIELDS, decrypt_fields, encrypt_fields, sealed_key_ids
 from .keyring import KeyRing
-from .sealing import MARK, PLAIN, Sealer, content_owner, sealer_of
+from .sealing import MARK, PLAIN, Sealer, content_owner, record_owner, sealer_of
 from .wrapping import NamespaceKeys, namespace_keys
 
 __all__ = [
@@ -27,7 +27,7 @@ __all__ = [
     "CONTENT_FIELDS", "decrypt_fields", "encrypt_fields", "is_sealed", "open_value", "parse", "sealed_key_ids",
     "seal_value",
     # the pipeline's
-    "MARK", "PLAIN", "Sealer", "content_owner", "sealer_of",
+    "MARK", "PLAIN", "Sealer", "content_owner", "record_owner", "sealer_of",
     # errors
     "CryptoError", "KeyNotLoaded", "KeyRingError", "NamespaceKeyError", "Shredded", "Tampered",
 ]

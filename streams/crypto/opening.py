@@ -1,10 +1,8 @@
 """Opening sealed records where they are read: whose key sealed a record, and what a reader does
 with one it cannot open.
 
-`record_owner(data, key)` names the owner `Sealer.open` needs from the record's clear fields: the
-memory key, but a message of a resource memory (on `<ns>.log`, or inside `om-message-accepted`)
-is its thread's (`content_owner`).  The thread id and the type stay clear in a sealed record, so
-the owner is known without any key.
+`record_owner(data, key)` (`omstream.crypto.sealing`) names the owner `Sealer.open` needs from the
+record's clear fields.
 
 `Opener` is what a reader holds (`om serve`'s feeds, `om export`, `om tail`): `open(value, key)`
 gives the record's bytes opened, or None when the record is to be passed over: `Shredded` (its
@@ -33,30 +31,15 @@ import orjson
 from .envelope import is_sealed
 from .errors import KeyNotLoaded, Shredded, Tampered
 from .fields import content_paths
-from .sealing import PLAIN, Sealer, content_owner, is_marked
+from .sealing import PLAIN, Sealer, is_marked, record_owner
 
-__all__ = ["NO_KEY", "SHREDDED", "TAMPERED", "Opener", "record_owner", "skeleton"]
+__all__ = ["NO_KEY", "SHREDDED", "TAMPERED", "Opener", "skeleton"]
 
 log = logging.getLogger("omstream.crypto")
 
 SHREDDED = "shredded"
 TAMPERED = "tampered"
 NO_KEY = "no-key"
-
-
-def record_owner(data: dict[str, Any], key: str | None = None) -> str:
-    """Whose data key sealed the record `data` (its JSON), the record key being `key` (an event
-    names its memory itself)."""
-    memory = key or str(data.get("memoryKey") or "")
-    kind = data.get("type", "message")
-    if kind == "message":
-        return content_owner(memory, data.get("threadId"), is_message=True)
-    if kind == "om-message-accepted":
-        body = data.get("data")
-        message = body.get("message") if isinstance(body, dict) else None
-        thread = message.get("threadId") if isinstance(message, dict) else None
-        return content_owner(memory, thread or data.get("threadId"), is_message=True)
-    return memory
 
 
 #: Content fields a record's schema requires: emptied rather than removed in a skeleton.

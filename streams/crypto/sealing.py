@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from .keyring import KeyRing
 
-__all__ = ["MARK", "PLAIN", "Sealer", "content_owner", "is_marked", "sealer_of"]
+__all__ = ["MARK", "PLAIN", "Sealer", "content_owner", "is_marked", "record_owner", "sealer_of"]
 
 #: The top-level field that marks a sealed record.
 MARK = "omSealed"
@@ -52,6 +52,23 @@ def content_owner(memory_key: str, thread_id: str | None, *, is_message: bool) -
     if is_message and memory_key.startswith("resource:") and thread_id:
         return f"thread:{memory_key}/{thread_id}"
     return memory_key
+
+
+def record_owner(data: dict[str, Any], key: str | None = None) -> str:
+    """Whose data key seals the record `data` (its JSON), the record key being `key` (an event
+    names its memory itself): the memory's, but a message's (on `<ns>.log`, or inside
+    `om-message-accepted`) is its thread's in resource scope.  The type and the thread id stay
+    clear in a sealed record, so the owner is known without any key."""
+    memory = key or str(data.get("memoryKey") or "")
+    kind = data.get("type", "message")
+    thread = data.get("threadId")
+    if kind == "om-message-accepted":
+        body = data.get("data")
+        message = body.get("message") if isinstance(body, dict) else None
+        thread = (message.get("threadId") if isinstance(message, dict) else None) or thread
+    elif kind != "message":
+        return memory
+    return content_owner(memory, thread if isinstance(thread, str) else None, is_message=True)
 
 
 def is_marked(value: bytes | None) -> bool:

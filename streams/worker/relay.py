@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from omstream.crypto.fields import content_paths
-from omstream.crypto.sealing import MARK, Sealer, content_owner
+from omstream.crypto.sealing import MARK, Sealer, record_owner
 
 from .. import kafka
 
@@ -114,11 +114,7 @@ def owner_of(key: bytes | None, value: bytes | None) -> str | None:
         data = orjson.loads(value)
     except (UnicodeDecodeError, orjson.JSONDecodeError):
         return None
-    if not isinstance(data, dict):
-        return None
-    thread_id = data.get("threadId")
-    is_message = str(data.get("type", "message")) == "message"
-    return content_owner(memory_key, thread_id if isinstance(thread_id, str) else None, is_message=is_message)
+    return record_owner(data, memory_key) if isinstance(data, dict) else None
 
 
 async def seal_record(sealer: Sealer, key: bytes | None, value: bytes | None) -> bytes | None:

@@ -31,7 +31,7 @@ import orjson
 
 from omstream.crypto.envelope import DataKey
 from omstream.crypto.errors import Shredded
-from omstream.crypto.sealing import PLAIN, Sealer, content_owner, is_marked
+from omstream.crypto.sealing import PLAIN, Sealer, content_owner, is_marked, record_owner
 from omstream.schemas.events import EventEnvelope, MemoryDeleted, MessageAccepted
 
 if TYPE_CHECKING:
@@ -108,11 +108,7 @@ def input_owner(memory_key: str, value: bytes | None) -> str:
         data = orjson.loads(value)
     except orjson.JSONDecodeError:
         return memory_key  # the decoder refuses it with its reason
-    if not isinstance(data, dict):
-        return memory_key
-    thread = data.get("threadId")
-    return content_owner(memory_key, thread if isinstance(thread, str) else None,
-                         is_message=data.get("type", "message") == "message")
+    return record_owner(data, memory_key) if isinstance(data, dict) else memory_key
 
 
 def event_owner(memory_key: str, event: EventEnvelope) -> str:

@@ -16,8 +16,7 @@ import orjson
 import pytest
 
 from omstream import kafka
-from omstream.crypto.opening import record_owner
-from omstream.crypto.sealing import is_marked, sealer_of
+from omstream.crypto.sealing import is_marked, record_owner, sealer_of
 from omstream.infra.broker import free_port
 from omstream.projections.feed import ProjectionFeed
 from omstream.projections.web import serve

@@ -31,6 +31,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from omstream.client import OmClient
 from omstream.crypto import sealer_of
 from omstream.crypto.book import DK
+from omstream.crypto.opening import Opener
 from omstream.schemas.codec import decode_event
 from omstream.schemas.control import ResourceDeleted, ThreadDeleted
 from omstream.schemas.messages import Message
@@ -78,14 +79,10 @@ class OpenedEvents:
         await sealer.start()
         try:
             records = await read_all(self.settings, Topics.of(self.settings).events, idle=0.3)
-            await sealer.prepare(r.value for r in records)
-            out = []
-            for r in records:
-                try:
-                    out.append(decode_event(sealer.open(r.value, _owner(r.value, r.key.decode()))))
-                except Exception:  # noqa: BLE001 - a deleted memory's event: unreadable now
-                    continue
-            return out
+            opener = Opener(sealer)
+            await opener.prepare(r.value for r in records)
+            # A deleted memory's event no longer opens: passed over, as `om serve` does.
+            return [decode_event(value) for r in records if (value := opener.open(r.value, r.key.decode()))]
         finally:
             await sealer.stop()
 
@@ -100,15 +97,6 @@ class OpenedEvents:
                 f"{sorted(Counter((e.thread_id, e.type) for e in events).items())}; failures: "
                 f"{[getattr(e.data, 'error', None) for e in events if e.type.endswith('-failed')][:3]}")
             await asyncio.sleep(1.0)
-
-
-def _owner(value: bytes, memory_key: str) -> str:
-    from omstream.crypto import content_owner
-
-    data = orjson.loads(value)
-    if data.get("type") == "om-message-accepted":
-        return content_owner(memory_key, data.get("threadId"), is_message=True)
-    return memory_key
 
 
 def ended(events, thread: str, operation: str) -> int:

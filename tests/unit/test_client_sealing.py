@@ -12,8 +12,9 @@ from typing import Any, cast
 
 import orjson
 
-from omstream.client import OmClient, open_input, open_inputs
+from omstream.client import OmClient
 from omstream.crypto import PLAIN, Sealer
+from omstream.crypto.opening import Opener
 from omstream.schemas.codec import decode_input, encode
 from omstream.schemas.config import load_om_config
 from omstream.schemas.control import ReflectRequested, ThreadPatched
@@ -70,7 +71,7 @@ async def test_a_message_is_sealed_under_its_memory_key_and_opens_equal() -> Non
     assert topic == om.topics.log and key == b"thread:t1"
     assert b"locker" not in value and b'"omSealed":1' in value
     await sealer.prepare([value])
-    assert open_input(sealer, value, "thread:t1") == encode(message(content=[{"type": "text", "text": SECRET}]))
+    assert Opener(sealer).open(value, "thread:t1") == encode(message(content=[{"type": "text", "text": SECRET}]))
 
 
 async def test_in_resource_scope_a_message_is_sealed_under_its_threads_key() -> None:
@@ -86,9 +87,16 @@ async def test_in_resource_scope_a_message_is_sealed_under_its_threads_key() -> 
     assert ring.book.current("thread:resource:r1/t1") is not None
     assert b"locker" not in title
     await sealer.shred("thread:resource:r1/t1")
-    assert await open_inputs(sealer, [sent, title], "resource:r1") == [
+    assert await opened(sealer, [sent, title], "resource:r1") == [
         encode(ThreadPatched(thread_id="t1", resource_id="r1", title="the locker thread",
                              at=decode_at(title)))]
+
+
+async def opened(sealer: Sealer, values: list[bytes], memory_key: str) -> list[bytes]:
+    """The records as a reader of the log gets them: opened, the shredded ones passed over."""
+    opener = Opener(sealer)
+    await opener.prepare(values)
+    return [v for value in values if (v := opener.open(value, memory_key)) is not None]
 
 
 def decode_at(value: bytes) -> datetime:
@@ -107,8 +115,8 @@ async def test_prompts_and_titles_are_sealed_and_records_without_content_make_no
     value = producer.sent[-1][1]
     assert b"locker" not in value and orjson.loads(value)["type"] == "reflect-requested"
     await sealer.prepare([value])
-    opened = decode_input(open_input(sealer, value, "thread:t1"))
-    assert isinstance(opened, ReflectRequested) and opened.prompt == "focus on the locker"
+    record = decode_input(Opener(sealer).open(value, "thread:t1"))
+    assert isinstance(record, ReflectRequested) and record.prompt == "focus on the locker"
 
 
 async def test_send_raw_stays_raw() -> None:
@@ -124,4 +132,4 @@ async def test_reading_passes_over_a_shredded_record_and_keeps_plain_ones() -> N
     await om.send_message(message())
     plain = encode(message("t1"))
     await sealer.shred("thread:t1")
-    assert await open_inputs(sealer, [producer.sent[0][1], plain], "thread:t1") == [plain]
+    assert await opened(sealer, [producer.sent[0][1], plain], "thread:t1") == [plain]
