@@ -24,6 +24,7 @@ input, so a deployment without encryption pays nothing.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -81,17 +82,30 @@ class Sealer:
 
     def __init__(self, ring: KeyRing | None) -> None:
         self.ring = ring
+        self._users = 0
+        self._starting: asyncio.Lock | None = None
 
     @property
     def enabled(self) -> bool:
         return self.ring is not None
 
     async def start(self) -> None:
-        if self.ring is not None:
-            await self.ring.start()
+        """One sealer serves every part of a process (each reads the whole `<ns>.keys` and
+        follows it otherwise): its ring starts with the first `start` and stops with the last
+        `stop`, and a `start` returns only once the ring has read the topic."""
+        if self.ring is None:
+            return
+        self._starting = self._starting or asyncio.Lock()
+        async with self._starting:
+            if self._users == 0:
+                await self.ring.start()
+            self._users += 1
 
     async def stop(self) -> None:
-        if self.ring is not None:
+        if self.ring is None or self._users == 0:
+            return
+        self._users -= 1
+        if self._users == 0:
             await self.ring.stop()
 
     # --- keys -----------------------------------------------------------------------------------

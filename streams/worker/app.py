@@ -34,7 +34,7 @@ from omstream.models.capabilities import takes_attachments
 from omstream.schemas.jobs import ModelJob, ModelResult
 
 from ..backlog import Backlog, Intake
-from ..crypto.sealing import sealer_of
+from ..crypto.sealing import Sealer, sealer_of
 from ..limits import Limits
 from ..memories import StateCache
 from ..settings import Settings
@@ -118,11 +118,13 @@ def build_app(settings: Settings) -> faust.App:
     stats = WorkerStats.load(stats_file)
     sender = ProducerSender(app)
     import_references(settings.om)  # extractor code: a missing module stops the start
+    # One key ring for the process (PLAIN without a namespace key), repairing (a worker's).
+    sealer = sealer_of(settings)
     if settings.role in ("all", "fold"):
-        _add_fold_agent(app, settings, config, key_for_results, sender, stats)
-        _add_intake_relay(app, settings)
+        _add_fold_agent(app, settings, config, key_for_results, sender, stats, sealer)
+        _add_intake_relay(app, settings, sealer)
     if settings.role in ("all", "models"):
-        _add_model_agent(app, settings, config, key_for_results, sender, stats)
+        _add_model_agent(app, settings, config, key_for_results, sender, stats, sealer)
 
     @app.timer(1.0)  # type: ignore[untyped-decorator]  # faust's decorators are untyped
     async def save_stats() -> None:
@@ -132,7 +134,7 @@ def build_app(settings: Settings) -> faust.App:
 
 
 def _add_fold_agent(app: WorkerApp, settings: Settings, config: EngineConfig, key_for_results: bytes,
-                    sender: ProducerSender, stats: WorkerStats) -> None:
+                    sender: ProducerSender, stats: WorkerStats, sealer: Sealer) -> None:
     topics = Topics.of(settings)
     inputs = app.topic(topics.log, key_type=bytes, value_type=bytes)
     state_table = app.Table(
@@ -142,7 +144,6 @@ def _add_fold_agent(app: WorkerApp, settings: Settings, config: EngineConfig, ke
     intake = Intake(Backlog(BACKLOG_RECORDS, BACKLOG_BYTES))
     # With a namespace key, a producer writing the log unsealed is warned about (once a memory).
     app.taps[topics.log] = PlainWatch().tap(intake.put) if sealed(settings) else intake.put
-    sealer = sealer_of(settings)  # PLAIN without a namespace key; its ring repairs (worker)
     folds = FoldLoop(
         FoldContext(settings, topics, config, Limits.from_settings(settings), key_for_results, settings.thread_filter,
                     settings.resource_filter),
@@ -178,12 +179,10 @@ def _add_fold_agent(app: WorkerApp, settings: Settings, config: EngineConfig, ke
             await sealer.stop()
 
 
-def _add_intake_relay(app: WorkerApp, settings: Settings) -> None:
+def _add_intake_relay(app: WorkerApp, settings: Settings, sealer: Sealer) -> None:
     """Plain producers' records from `<ns>.intake`, sealed, into the log (`omstream.worker.relay`).
     Without a namespace key there is no intake; one left from a time with a key is still relayed
     (unsealed), so what a producer wrote there is never stranded."""
-    from omstream.crypto.sealing import sealer_of
-
     topics = Topics.of(settings)
 
     @app.task  # type: ignore[untyped-decorator]  # faust's decorators are untyped
@@ -200,13 +199,12 @@ def _add_intake_relay(app: WorkerApp, settings: Settings) -> None:
         log.info("intake relay started", extra={"intake": topics.intake})
         # A relay that fails (a broker restarting) starts again, fresh: it finds its place anew.
         await until_done("relay the intake", lambda: IntakeRelay(
-            settings.bootstrap, topics.intake, topics.log, relay_group(settings.namespace), sealer_of(settings),
+            settings.bootstrap, topics.intake, topics.log, relay_group(settings.namespace), sealer,
             tick_after_ms=settings.shred_window_ms).run())
 
 
 def _add_model_agent(app: WorkerApp, settings: Settings, config: EngineConfig, key_for_results: bytes,
-                     sender: ProducerSender, stats: WorkerStats) -> None:
-    from omstream.crypto import sealer_of
+                     sender: ProducerSender, stats: WorkerStats, sealer: Sealer) -> None:
     from omstream.models.admission import ModelGate, parse_model_limits
     from omstream.models.cache import ResultCache
     from omstream.models.calls import RetryPolicy
@@ -216,7 +214,6 @@ def _add_model_agent(app: WorkerApp, settings: Settings, config: EngineConfig, k
 
     topics = Topics.of(settings)
     jobs = app.topic(topics.jobs, key_type=bytes, value_type=bytes)
-    sealer = sealer_of(settings)  # PLAIN without a namespace key: the agent then seals nothing
     answers = ResultCache(settings.bootstrap, topics.cache,
                           settings.data_dir / "worker" / settings.worker_group / "result-cache", key_for_results,
                           sealer)
@@ -242,4 +239,4 @@ def _add_model_agent(app: WorkerApp, settings: Settings, config: EngineConfig, k
             jobs_stream = cast(faust.Stream[bytes], stream)  # `StreamT` declares no `noack`
             await models.consume(jobs_stream.noack().events(), jobs_stream.ack)
         finally:
-            await sealer.stop()  # a restarted agent starts it again
+            await sealer.stop()  # a restarted agent starts it again (the ring stops with its last user)

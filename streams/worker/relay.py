@@ -154,10 +154,9 @@ class IntakeRelay:
     """Relays `intake` into `log`, partition for partition (see the module docstring)."""
 
     def __init__(self, bootstrap: str, intake: str, log_topic: str, group: str, sealer: Sealer, *,
-                 tick_after_ms: int | None = None, owns_sealer: bool = True) -> None:
-        """`owns_sealer`: the relay starts and stops `sealer` (False: one the worker shares, started)."""
+                 tick_after_ms: int | None = None) -> None:
+        """`sealer` may be shared (the worker's): the relay's `start`/`stop` of it are counted."""
         self.bootstrap, self.intake, self.log, self.group, self.sealer = bootstrap, intake, log_topic, group, sealer
-        self.owns_sealer = owns_sealer
         self.tick_after_s = None if tick_after_ms is None else tick_after_ms / 1000 + 1
         self.stats = RelayStats()
         self._held: dict[int, _Partition] = {}
@@ -185,8 +184,7 @@ class IntakeRelay:
                 async with relay._lock:
                     await relay._take(list(assigned))
 
-        if self.owns_sealer:
-            await self.sealer.start()
+        await self.sealer.start()
         self._producer = kafka.idempotent_producer(self.bootstrap)
         self._admin = kafka.admin(self.bootstrap)
         self._consumer = kafka.group_reader(self.bootstrap, self.group, auto_offset_reset="earliest",
@@ -207,8 +205,7 @@ class IntakeRelay:
                     await self._tick_idle()
                 self._ready.set()
         finally:
-            owned = [self.sealer.stop] if self.owns_sealer else []
-            for stop in (self._consumer.stop, self._producer.stop, self._admin.close, *owned):
+            for stop in (self._consumer.stop, self._producer.stop, self._admin.close, self.sealer.stop):
                 with contextlib.suppress(Exception):
                     await stop()
 

@@ -76,3 +76,36 @@ def test_messages_of_a_resource_are_owned_by_their_thread() -> None:
     assert content_owner("resource:r", "t1", is_message=True) == "thread:resource:r/t1"
     assert content_owner("resource:r", "t1", is_message=False) == "resource:r"
     assert content_owner("thread:t1", "t1", is_message=True) == "thread:t1"
+
+
+def test_one_sealer_serves_every_part_of_a_process() -> None:
+    """The ring starts with the first user and stops with the last, once each."""
+
+    class CountingRing(MemoryRing):
+        starts = stops = 0
+
+        async def start(self) -> None:
+            await asyncio.sleep(0.01)  # a second user waits until the ring has read the topic
+            self.starts += 1
+
+        async def stop(self) -> None:
+            self.stops += 1
+
+    ring = CountingRing()
+    sealer = Sealer(cast(Any, ring))
+
+    async def users() -> list[int]:
+        seen = []
+
+        async def user() -> None:
+            await sealer.start()
+            seen.append(ring.starts)  # started before any user goes on
+        await asyncio.gather(user(), user(), user())
+        await sealer.stop()
+        await sealer.stop()
+        seen.append(ring.stops)
+        await sealer.stop()
+        await sealer.stop()  # one stop too many changes nothing
+        return [*seen, ring.stops]
+
+    assert run(users()) == [1, 1, 1, 0, 1]
