@@ -45,6 +45,7 @@ class IntakeBarrier:
         self.topic = Topics.of(settings).intake
         self._partitions: list[int] = []
         self._reader: AIOKafkaConsumer | None = None
+        self._relayed: dict[int, int] = {}  # partition -> a start offset seen (all before it relayed)
 
     @property
     def active(self) -> bool:
@@ -72,10 +73,14 @@ class IntakeBarrier:
 
         tp = TopicPartition(self.topic, memory_partition(key, self._partitions))
         end = (await self._reader.end_offsets([tp]))[tp]
+        if self._relayed.get(tp.partition, -1) >= end:
+            return  # nothing written since the last wait: no second round trip
         deadline = time.monotonic() + self.timeout_s
-        while (await self._reader.beginning_offsets([tp]))[tp] < end:
+        while (start := (await self._reader.beginning_offsets([tp]))[tp]) < end:
             if time.monotonic() > deadline:
                 raise IntakeBacklog(
                     f"plain producers' records wait in {self.topic} (partition {tp.partition}) and no worker "
                     f"relayed them in {self.timeout_s:.0f} s: start a worker, then send again")
             await asyncio.sleep(POLL_S)
+        # The partition's start only grows (the relay deletes what it relayed).
+        self._relayed[tp.partition] = max(start, self._relayed.get(tp.partition, -1))

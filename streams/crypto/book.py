@@ -68,6 +68,8 @@ class KeyBook:
     def __init__(self, keys: NamespaceKeys) -> None:
         self.namespace_keys = keys
         self.live: dict[str, Proposal] = {}
+        # `live` by memory key: a lookup per memory and batch must not scan every memory's keys.
+        self._by_memory: dict[str, dict[str, Proposal]] = {}
         self.shredded_ids: set[str] = set()
         self.shredded_epoch: dict[str, int] = {}
         self.repairs: set[str] = set()  # live-looking proposals a repairing ring must tombstone
@@ -79,7 +81,7 @@ class KeyBook:
         """The key the memory's content is encrypted with: the first live proposal of its epoch
         (`ahead=1`: of the next epoch, the key a shred of this one leaves current)."""
         epoch = self.epoch(memory_key) + ahead
-        mine = [p for p in self.live.values() if p.memory_key == memory_key and p.epoch == epoch]
+        mine = [p for p in self._by_memory.get(memory_key, {}).values() if p.epoch == epoch]
         return min(mine, key=lambda p: p.order, default=None)
 
     def epoch(self, memory_key: str) -> int:
@@ -101,7 +103,7 @@ class KeyBook:
         raise KeyNotLoaded(f"data key {key_id} is not in the key ring (yet)")
 
     def of_memory(self, memory_key: str) -> list[Proposal]:
-        return [p for p in self.live.values() if p.memory_key == memory_key]
+        return list(self._by_memory.get(memory_key, {}).values())
 
     def stale_wrapping(self) -> list[Proposal]:
         """Live proposals wrapped by another namespace key than the current one."""
@@ -137,7 +139,10 @@ class KeyBook:
             self._forget(key_id)
             self.repairs.add(key_id)
             return
+        if known is not None and known.memory_key != p.memory_key:
+            self._unindex(known)
         self.live[key_id] = p
+        self._by_memory.setdefault(p.memory_key, {})[key_id] = p
         if known is not None and known.wrapped_by != p.wrapped_by:
             self._keys.pop(key_id, None)  # unwrap again under the new wrapping (same material)
 
@@ -149,6 +154,14 @@ class KeyBook:
                 self.repairs.add(p.key_id)
 
     def _forget(self, key_id: str) -> None:
-        self.live.pop(key_id, None)
+        gone = self.live.pop(key_id, None)
+        if gone is not None:
+            self._unindex(gone)
         self._keys.pop(key_id, None)
         self.shredded_ids.add(key_id)
+
+    def _unindex(self, p: Proposal) -> None:
+        mine = self._by_memory.get(p.memory_key, {})
+        mine.pop(p.key_id, None)
+        if not mine:
+            self._by_memory.pop(p.memory_key, None)

@@ -58,6 +58,12 @@ class KeySource(Protocol):
     def key(self, key_id: str) -> DataKey: ...
 
 
+#: The same paths, split once (every sealed or opened record walks them).
+_SPLIT: dict[str, tuple[tuple[str, tuple[str, ...], str], ...]] = {
+    kind: tuple((path, tuple(path.split(".")[:-1]), path.rsplit(".", 1)[-1]) for path in paths)
+    for kind, paths in CONTENT_FIELDS.items()}
+
+
 def content_paths(record: dict[str, Any]) -> tuple[str, ...]:
     return CONTENT_FIELDS.get(str(record.get("type", "message")), ())
 
@@ -66,8 +72,7 @@ def _present(record: dict[str, Any], *, copy_parents: bool = False) -> Iterator[
     """(path, the dict holding the field, the field's name) for each content field present.
     `copy_parents`: `record` is a fresh shallow copy, and the dicts on each path are copied too
     (what is replaced is never shared with the caller's record; the rest may be)."""
-    for path in content_paths(record):
-        *parents, name = path.split(".")
+    for path, parents, name in _SPLIT.get(str(record.get("type", "message")), ()):
         holder: Any = record
         for part in parents:
             child = holder.get(part) if isinstance(holder, dict) else None

@@ -182,6 +182,9 @@ class KeyRing:
         return await self._get_or_create(memory_key, 1)
 
     async def _get_or_create(self, memory_key: str, ahead: int) -> DataKey:
+        found = self.book.current(memory_key, ahead)
+        if found is not None:  # the common case: no lock to make or take
+            return self.book.key(found.key_id)
         lock = self._locks.setdefault(memory_key, asyncio.Lock())
         async with lock:
             found = self.book.current(memory_key, ahead)

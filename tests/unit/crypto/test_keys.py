@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from omstream.crypto import KeyNotLoaded, NamespaceKeyError, Shredded, Tampered, namespace_keys
 from omstream.crypto.book import DK
@@ -112,3 +114,28 @@ def test_a_malformed_record_is_passed_over():
     good = topic.propose(keys, "thread:t1")
     book = topic.book(keys)
     assert book.malformed == 2 and book.current("thread:t1").key_id == good
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["propose", "forget", "shred"]), st.integers(0, 2), st.integers(0, 1)),
+                max_size=25))
+def test_the_books_lookup_by_memory_agrees_with_a_scan_of_every_live_key(ops):
+    # `current` and `of_memory` read an index by memory key: it must say what a scan of `live` says.
+    keys, topic = NamespaceKeys([OLD]), Topic()
+    made: list[str] = []
+    for op, memory, epoch in ops:
+        if op == "propose":
+            made.append(topic.propose(keys, f"thread:t{memory}", epoch=epoch))
+        elif op == "forget" and made:
+            topic.append(DK + made[memory % len(made)], None)
+        elif op == "shred":
+            topic.shred(f"thread:t{memory}", epoch)
+    for book in (topic.book(keys), topic.book(keys, compact=True)):
+        for memory in ("thread:t0", "thread:t1", "thread:t2"):
+            scan = [p for p in book.live.values() if p.memory_key == memory]
+            assert sorted(p.key_id for p in book.of_memory(memory)) == sorted(p.key_id for p in scan)
+            for ahead in (0, 1):
+                mine = [p for p in scan if p.epoch == book.epoch(memory) + ahead]
+                expected = min(mine, key=lambda p: p.order).key_id if mine else None
+                found = book.current(memory, ahead)
+                assert (found.key_id if found else None) == expected

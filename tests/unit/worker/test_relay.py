@@ -204,3 +204,39 @@ def test_the_barrier_is_inactive_without_a_namespace_key() -> None:
         await barrier.stop()
 
     asyncio.run(body())
+
+
+class _Offsets:
+    """A reader of the intake's offsets: `end` grows as plain producers write, `start` as the relay
+    deletes what it relayed (it relays one record per `beginning_offsets` call here)."""
+
+    def __init__(self, end: int) -> None:
+        self.start, self.end, self.calls = 0, end, 0
+
+    async def end_offsets(self, tps):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        return {tp: self.end for tp in tps}
+
+    async def beginning_offsets(self, tps):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        self.start = min(self.start + 1, self.end)
+        return {tp: self.start for tp in tps}
+
+
+def test_the_barrier_waits_for_what_was_written_and_skips_the_second_trip_when_nothing_was() -> None:
+    from omstream.intake import IntakeBarrier
+
+    async def body() -> None:
+        barrier = IntakeBarrier(replace(Settings(), bootstrap="nowhere:1"))
+        reader = barrier._reader = _Offsets(end=3)  # type: ignore[assignment]
+        barrier._partitions = [0]
+        await barrier.settled(b"thread:t1")
+        assert reader.start == 3 and reader.calls == 1 + 3  # waited until the relay passed offset 3
+        reader.calls = 0
+        await barrier.settled(b"thread:t1")
+        assert reader.calls == 1  # nothing new in the intake: one round trip
+        reader.end, reader.calls = 5, 0
+        await barrier.settled(b"thread:t1")
+        assert reader.start == 5 and reader.calls == 1 + 2
+
+    asyncio.run(body())
