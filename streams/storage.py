@@ -363,7 +363,10 @@ def plan_writes(key: bytes, loaded: Loaded | None, state: MemoryState, encoded: 
     segments = _indices(ranges["observations"])
     stored = Loaded(state.model_copy(update={"seen": seen}), indices, next_index, segments, written,
                     parts, seen_from, gc, settled=True)
-    obsolete = _garbage(key, gc, read, scan)
+    # An id this write accepts again after a reset (a deletion) has an old record in the store
+    # that its new one, sent just before, overwrites: deleting the old one would delete the
+    # new one too, leaving the id only in the core's seenAdded (see `_garbage`).
+    obsolete = _garbage(key, gc, read, scan, rewritten=seen_added)
     if old is not None and old.settled and "seenBefore" in gc:
         # The last write's ids may not be in the store yet, where `_garbage` looks for them.
         obsolete += [(seen_key(key, i), None) for i in _recent(old) if i not in seen_added]
@@ -378,17 +381,19 @@ def _recent(loaded: Loaded) -> dict[str, str]:
     return base.recent
 
 
-def _garbage(key: bytes, gc: dict[str, Any], read: Read, scan: Scan) -> list[tuple[bytes, bytes | None]]:
-    """Deletions of the records `gc` lists (a core's "gc": what its write made obsolete)."""
+def _garbage(key: bytes, gc: dict[str, Any], read: Read, scan: Scan,
+             rewritten: Mapping[str, str] | None = None) -> list[tuple[bytes, bytes | None]]:
+    """Deletions of the records `gc` lists (a core's "gc": what its write made obsolete), but
+    for the seen ids the write stores anew (`rewritten`)."""
     out: list[tuple[bytes, bytes | None]] = []
     for name, ranges in gc.get("items", {}).items():
         out += [(item_key(key, SEQUENCES[name], i), None) for i in _indices(ranges)]
     out += [(part_key(key, PARTS[name], version), None) for name, version in gc.get("parts", {}).items()]
     out += [(item_key(key, LOG, i), None) for i in _indices(gc.get("log", ()))]
     if gc.get("seenBefore"):
-        prefix = seen_prefix(key)
-        out += [(k, None) for k in scan(prefix)
-                if (raw := read(k)) is not None and int(raw.split(b":", 1)[0]) < gc["seenBefore"]]
+        prefix, kept = seen_prefix(key), {seen_key(key, i) for i in rewritten or ()}
+        out += [(k, None) for k in scan(prefix) if k not in kept
+                and (raw := read(k)) is not None and int(raw.split(b":", 1)[0]) < gc["seenBefore"]]
     return out
 
 
