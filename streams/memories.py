@@ -20,7 +20,7 @@ import orjson
 from omstream.engine.state import MemoryState
 from omstream.schemas.errors import OmError
 
-from .storage import Encodings, Loaded, Read, Scan, changed_records, load_state, part_keys, plan_writes
+from .storage import Encodings, Loaded, Read, Scan, changed_records, load_state, part_keys, plan_writes, referenced
 
 __all__ = ["Memories", "StateCache", "StateWrite", "TooLarge", "UnreadableState"]
 
@@ -200,7 +200,12 @@ class Memories:
             elif self._blobs is not None and self._blobs.rolled(key):
                 # Its key is about to be shredded: every record it keeps is written again under
                 # the successor key (as a version-1 record is: whole, its seen ids included).
-                phases[0] += [StateWrite(partition, k, None) for k in scan(part_keys(key))]
+                # The old ones go, those the last batch may still be storing too (`unsaved`):
+                # not yet in the store, they would outlive the scan, unreadable garbage.
+                old = set(scan(part_keys(key)))
+                if loaded is not None and loaded.settled:
+                    old |= referenced(key, loaded)
+                phases[0] += [StateWrite(partition, k, None) for k in sorted(old)]
                 keeps = loaded is not None and state.seen.base is loaded.state.seen.base
                 loaded = Loaded(loaded.state, legacy=True) if keeps and loaded is not None else None
             plan = plan_writes(key, loaded, state, self._encoded, read, scan)

@@ -66,7 +66,7 @@ from omstream.engine.state import (
 from omstream.schemas.errors import OmError
 
 __all__ = ["SCHEMA_VERSION", "Encodings", "Loaded", "Plan", "Read", "Scan", "StateUnreadable", "StoredSeen",
-           "changed_records", "load_state", "part_keys", "plan_writes", "states_of"]
+           "changed_records", "load_state", "part_keys", "plan_writes", "referenced", "states_of"]
 
 SCHEMA_VERSION = 2
 SEP = b"\x00"
@@ -371,6 +371,18 @@ def plan_writes(key: bytes, loaded: Loaded | None, state: MemoryState, encoded: 
         # The last write's ids may not be in the store yet, where `_garbage` looks for them.
         obsolete += [(seen_key(key, i), None) for i in _recent(old) if i not in seen_added]
     return Plan(pieces, core, ids + obsolete, stored)
+
+
+def referenced(key: bytes, loaded: Loaded) -> set[bytes]:
+    """The records of memory `key` that its core (as `loaded`) references, and the ids it added:
+    what a write planned before the last write reached the store cannot find by a scan."""
+    if loaded.legacy:
+        return set()
+    refs = {item_key(key, short, index) for name, short in SEQUENCES.items()
+            for index in loaded.indices.get(name, {}).values()}
+    refs |= {part_key(key, PARTS[name], version) for name, version in loaded.part_versions.items()}
+    refs |= {item_key(key, LOG, index) for index in loaded.segments}
+    return refs | {seen_key(key, i) for i in _recent(loaded)}
 
 
 def _recent(loaded: Loaded) -> dict[str, str]:
