@@ -315,9 +315,11 @@ def plan_writes(key: bytes, loaded: Loaded | None, state: MemoryState, encoded: 
     written = (old.written if old is not None else 0) + 1
     # What the last write left to do, first: its garbage (nothing references it) and its ids.
     pieces = []
+    left: list[tuple[bytes, bytes | None]] = []
     if old is not None and not old.settled:
         pieces += _garbage(key, old.gc, read, scan)
-        pieces += [(seen_key(key, i), _seen_value(old.written, d)) for i, d in _recent(old).items()]
+        left = [(seen_key(key, i), _seen_value(old.written, d)) for i, d in _recent(old).items()]
+    at = len(pieces)
     gc: dict[str, Any] = {"items": {}, "parts": {}, "log": []}
     parts: dict[str, int] = {}
     for name, short in PARTS.items():
@@ -355,6 +357,11 @@ def plan_writes(key: bytes, loaded: Loaded | None, state: MemoryState, encoded: 
         indices[name] = {id(item): index for item, index in zip(getattr(state, name), order)}
     pieces += _log_writes(key, old, state, ranges, next_index, gc)
     seen_from, seen_added = _seen_pieces(key, loaded, state, written, pieces, gc)
+    if "seenBefore" not in gc:
+        # The last write's ids, unless this write starts the memory again: then they would be
+        # stamped below its seenFrom, and those not in the store yet would escape the scan
+        # that deletes the old ids (`_garbage`), left behind for good.
+        pieces[at:at] = left
     core = (key, encode_core(state, ranges, next_index, written, parts, seen_from, gc, seen_added))
     ids = [(seen_key(key, i), _seen_value(written, d)) for i, d in seen_added.items()]
     # The same objects, so the next write finds what is unchanged by identity; only `seen` is

@@ -177,6 +177,33 @@ def test_a_memory_forgets_its_records_when_deleted():
     assert state.pending == () and dict(state.seen) == {} and state.seq > 0
 
 
+def test_a_deletion_after_a_crashed_write_forgets_the_ids_the_crash_left_unwritten():
+    """A crash after a write's core, before its ids: the next write, a deletion, must not write
+    them (they would be stale at once, and its scan of the store for old ids cannot find them)."""
+    from omstream.schemas.control import ThreadDeleted
+
+    config = engine(400, observation={"bufferTokens": False})
+    table = Table()
+    run(table, config, [message(i, words=25) for i in range(5)], [5])
+    memories = Memories(table.read, table.scan, LIMIT)
+    state = memories.get(KEY, 0)
+    for item in [message(i, words=25) for i in range(5, 8)]:
+        state = fold(state, item, config).state
+    memories.put(KEY, state)
+    records = memories.writes()
+    for _, key, value in records[:[k for _, k, _ in records].index(KEY) + 1]:  # the crash
+        if value is None:
+            table.records.pop(key, None)
+        else:
+            table.records[key] = value
+    assert "t1-m7" in table.state().seen and KEY + SEP + b"s" + SEP + b"t1-m7" not in table.records
+    table.batch([ThreadDeleted(thread_id="t1", resource_id="u1", at=message(9).created_at),
+                 message(20, words=25)], config)
+    ids = sorted(k for k in table.records if k.startswith(KEY + SEP + b"s" + SEP))
+    assert ids == [KEY + SEP + b"s" + SEP + b"t1-m20"]
+    assert dict(table.state().seen).keys() == {"t1-m20"}
+
+
 def test_state_records_stay_small_as_one_thread_grows_to_10000_messages():
     """Acceptance: the state a batch rewrites does not grow with the thread (1,000 -> 10,000)."""
     config = engine(3000, observation={"bufferTokens": 600})
