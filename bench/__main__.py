@@ -141,10 +141,12 @@ def model_bound_rows(result: dict[str, Any], ref: dict[str, Any]) -> list[Row]:
 
 
 def replay_rows(result: dict[str, Any], ref: dict[str, Any]) -> list[Row]:
+    """One row per pass of `bench.replay` (`worker cold`, ..., `bulk warm`)."""
     return [(f"replay {name}, {result['messages']:,} messages on {result['threads']} threads",
-             f"{result[name]['foldRecordsPerS']:,.0f}", "records/s",
-             f"{result[name]['modelCalls']} calls, {result[name]['cacheHits']} cache hits")
-            for name in ("cold", "warm")]
+             f"{p['foldRecordsPerS']:,.0f}", "records/s",
+             f"{p['modelCalls']} calls, {p['cacheHits']} cache hits"
+             + (f"; hand-over {p['handoverS']} s" if "handoverS" in p else ""))
+            for name, p in result["passes"].items()]
 
 
 def serve_rows(result: dict[str, Any], ref: dict[str, Any]) -> list[Row]:

@@ -119,6 +119,20 @@ def test_model_bound_report():
     assert rows[0][1] == "2.00" and "60 threads at 1 message / 10 s" in rows[0][3]
 
 
+def test_replay_rows_show_every_pass_the_replay_bench_reports():
+    # The shape `bench.replay` writes (its `passes`, one per path and cache state).
+    def one(calls: int, hits: int, rate: float, **extra: object) -> dict[str, object]:
+        return {"modelCalls": calls, "cacheHits": hits, "foldRecordsPerS": rate, **extra}
+
+    report = {"messages": 4000, "threads": 40, "passes": {
+        "worker cold": one(1493, 0, 416.1), "worker warm": one(0, 1493, 1058.5),
+        "bulk cold": one(1493, 0, 341.9, handoverS=4.0), "bulk warm": one(0, 1493, 2156.2, handoverS=3.9)}}
+    rows = bench_all.replay_rows(report, {})
+    assert [r[0].split(",")[0] for r in rows] == ["replay worker cold", "replay worker warm", "replay bulk cold",
+                                                   "replay bulk warm"]
+    assert rows[3][1] == "2,156" and rows[3][3] == "0 calls, 1493 cache hits; hand-over 3.9 s"
+
+
 def test_original_report():
     text = original.format_report(ORIGINAL)
     assert "buffering on" in text and "998" in text and "@mastra/memory 1.31.0" in text
