@@ -55,6 +55,11 @@ class Table:
             state = out.state
             jobs += out.jobs
         memories.put(KEY, state)
+        self.store(memories)
+        return jobs
+
+    def store(self, memories: Memories) -> None:
+        """Plan the batch's writes and send them; unless `lagging`, they reach the store at once."""
         writes = memories.writes()
         self.flush()
         self.on_the_way = (writes, memories.stored())
@@ -62,7 +67,6 @@ class Table:
             self.unsaved = memories.stored()
         else:
             self.flush()
-        return jobs
 
     def flush(self) -> None:
         """The writes on their way reach the store."""

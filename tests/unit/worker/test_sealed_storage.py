@@ -56,13 +56,7 @@ class SealedTable(Table):
         memories.put(KEY, state)
         for owner in keys.shreds:  # shredded once the outputs are sent, before the state is stored
             asyncio.run(self.sealer.shred(owner))
-        writes = memories.writes()
-        self.flush()
-        self.on_the_way = (writes, memories.stored())
-        if self.lagging:
-            self.unsaved = memories.stored()
-        else:
-            self.flush()
+        self.store(memories)
         return jobs
 
     def opened(self) -> dict[bytes, bytes | None]:
