@@ -196,17 +196,23 @@ def test_resources_never_see_each_other_through_events_contexts_or_feeds(new_env
     assert cycles
 
 
-async def _produce(client: OmClient, resource: str, thread: str, turns: int) -> int:
+async def _produce(client: OmClient, resource: str, thread: str, turns: int,
+                   mine: asyncio.Event, theirs: asyncio.Event) -> int:
     """One agent loop on its own client: user message, step 0, reply, turn end; then a last
-    step. The last step's log offset."""
+    step. The last step's log offset.  Two producers take turns (`mine` / `theirs`: each turn's
+    records acknowledged before the other's), so the log interleaves their threads however the
+    machine schedules the two tasks (a producer held up by a leader election must not leave
+    the other to write all its turns first)."""
     for n in range(0, 2 * turns, 2):
+        await mine.wait()
+        mine.clear()
         user, reply = say(resource, thread, n, words=50), say(resource, thread, n + 1, words=50)
         await client.send_message(user)
         await client.step_started(thread, step_number=0, resource_id=resource, at=user.created_at,
                                   after_message_id=user.id)
         await client.send_message(reply)
         await client.turn_ended(thread, resource_id=resource, at=reply.created_at, after_message_id=reply.id)
-        await asyncio.sleep(0)  # let the other producer's task write in between
+        theirs.set()
     step = await client.step_started(thread, step_number=1, resource_id=resource, at=T0 + timedelta(hours=1))
     return step.offset
 
@@ -223,8 +229,10 @@ def test_two_producers_of_one_resource_make_the_memory_simulate_makes_of_the_log
     async def scenario():
         async with EventWatcher(env.settings) as watcher:
             async with OmClient(env.settings) as first, OmClient(env.settings) as second:
-                offsets = await asyncio.gather(_produce(first, "u1", "u1-left", turns),
-                                               _produce(second, "u1", "u1-right", turns))
+                left, right = asyncio.Event(), asyncio.Event()
+                left.set()
+                offsets = await asyncio.gather(_produce(first, "u1", "u1-left", turns, left, right),
+                                               _produce(second, "u1", "u1-right", turns, right, left))
             await watcher.wait_for(settled(key, max(offsets), 2 * 2 * turns), timeout=90)
             log = [r for r in await read_all(env.settings, topics.log, idle=0.3) if r.key == key.encode()]
             return [e for e in watcher.events if e.memory_key == key], log
