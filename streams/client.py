@@ -28,7 +28,7 @@ is `PLAIN` and the client starts nothing more.  `send_raw` writes bytes as given
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -315,33 +315,25 @@ async def known_thread(settings: Settings, thread_id: str, resource_id: str | No
     if not layout.get(topics.log):
         return False
     records = read_until_end(settings.bootstrap, topics.log, [memory_partition(key, layout[topics.log])])
-    own = sealer is None
     sealer = sealer_of(settings, repair=False) if sealer is None else sealer
     if not sealer.enabled:  # read as it streams
         return _known([mark async for record in records
                        if record.key == key and (mark := _thread_mark(record.value, thread_id)) is not None])
-    values = [record.value async for record in records if record.key == key]
-    if own and any(is_marked(v) for v in values):
+    values: Sequence[bytes | None] = [record.value async for record in records if record.key == key]
+    if any(is_marked(v) for v in values):
+        # Counted: a client's own sealer, already started, stays started.  A record that no
+        # longer opens is left out: its thread was deleted.
         await sealer.start()
         try:
-            values = await _opened(Opener(sealer), values, key.decode())
+            values = await Opener(sealer).open_all(values, key.decode())
         finally:
             await sealer.stop()
-    elif not own:
-        values = await _opened(Opener(sealer), values, key.decode())
     return _known([mark for value in values if (mark := _thread_mark(value, thread_id)) is not None])
 
 
 def _known(marks: list[bool]) -> bool:
     """In log order, True for a message and False for a deletion: the latest decides."""
     return bool(marks) and marks[-1]
-
-
-async def _opened(opener: Opener, values: list[bytes | None], memory_key: str) -> list[bytes | None]:
-    """The records of one memory's input log opened, in order; those that no longer open
-    (shredded, tampered) left out: their thread was deleted."""
-    await opener.prepare(values)
-    return [opened for value in values if value is not None and (opened := opener.open(value, memory_key)) is not None]
 
 
 def _thread_mark(value: bytes | None, thread_id: str) -> bool | None:

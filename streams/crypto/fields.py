@@ -26,7 +26,8 @@ from typing import Any, Protocol
 
 from .envelope import DataKey, is_sealed, open_value, parse, seal_value
 
-__all__ = ["CONTENT_FIELDS", "KeySource", "content_paths", "decrypt_fields", "encrypt_fields", "sealed_key_ids"]
+__all__ = ["CONTENT_FIELDS", "KeySource", "content_fields", "content_paths", "decrypt_fields", "encrypt_fields",
+           "sealed_key_ids"]
 
 _CYCLE_TEXT = ("data.observations", "data.currentTask", "data.suggestedResponse")
 
@@ -68,7 +69,7 @@ def content_paths(record: dict[str, Any]) -> tuple[str, ...]:
     return CONTENT_FIELDS.get(str(record.get("type", "message")), ())
 
 
-def _present(record: dict[str, Any], *, copy_parents: bool = False) -> Iterator[tuple[str, dict[str, Any], str]]:
+def content_fields(record: dict[str, Any], *, copy_parents: bool = False) -> Iterator[tuple[str, dict[str, Any], str]]:
     """(path, the dict holding the field, the field's name) for each content field present.
     `copy_parents`: `record` is a fresh shallow copy, and the dicts on each path are copied too
     (what is replaced is never shared with the caller's record; the rest may be)."""
@@ -89,7 +90,7 @@ def encrypt_fields(record: dict[str, Any], key: DataKey, *, context: bytes | Non
     `context`: None at the edge (random nonces); the output's identity (such as its event id) in
     the worker, so a refold writes the same bytes (`omstream.crypto.envelope`)."""
     out = dict(record)
-    for path, holder, name in _present(out, copy_parents=True):
+    for path, holder, name in content_fields(out, copy_parents=True):
         if not is_sealed(holder[name]):
             holder[name] = seal_value(holder[name], key, path, context=context)
     return out
@@ -102,7 +103,7 @@ def decrypt_fields(record: dict[str, Any], memory_key: str, keys: KeySource) -> 
     edited or moved from another memory or field), or `KeyNotLoaded` (resolve the key ids of
     `sealed_key_ids` first).  A field that is not sealed (a plain producer's) is left as it is."""
     out = dict(record)
-    for path, holder, name in _present(out, copy_parents=True):
+    for path, holder, name in content_fields(out, copy_parents=True):
         if is_sealed(holder[name]):
             env = parse(holder[name])
             holder[name] = open_value(env, keys.key(env.key_id), memory_key, path)
@@ -111,4 +112,4 @@ def decrypt_fields(record: dict[str, Any], memory_key: str, keys: KeySource) -> 
 
 def sealed_key_ids(record: dict[str, Any]) -> set[str]:
     """The key ids the record's envelopes name (to `KeyRing.resolve` before decrypting)."""
-    return {parse(holder[name]).key_id for _, holder, name in _present(record) if is_sealed(holder[name])}
+    return {parse(holder[name]).key_id for _, holder, name in content_fields(record) if is_sealed(holder[name])}

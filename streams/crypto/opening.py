@@ -30,7 +30,7 @@ import orjson
 
 from .envelope import is_sealed
 from .errors import KeyNotLoaded, Shredded, Tampered
-from .fields import content_paths
+from .fields import content_fields
 from .sealing import PLAIN, Sealer, is_marked, record_owner
 
 __all__ = ["NO_KEY", "SHREDDED", "TAMPERED", "Opener", "skeleton"]
@@ -49,15 +49,8 @@ _REQUIRED = frozenset({"data.message.content", "data.newTitle"})
 def skeleton(data: dict[str, Any]) -> dict[str, Any]:
     """A copy of the record `data` without the content its envelopes sealed."""
     out = dict(data)
-    for path in content_paths(out):
-        *parents, name = path.split(".")
-        holder: Any = out
-        for part in parents:
-            child = holder.get(part) if isinstance(holder, dict) else None
-            if isinstance(child, dict):
-                child = holder[part] = dict(child)
-            holder = child
-        if isinstance(holder, dict) and is_sealed(holder.get(name)):
+    for path, holder, name in content_fields(out, copy_parents=True):
+        if is_sealed(holder[name]):
             if path in _REQUIRED:
                 holder[name] = ""
             else:
@@ -82,6 +75,13 @@ class Opener:
         """Load the keys the sealed records among `values` name (a batch's, before `open`)."""
         if self.sealer.enabled:
             await self.sealer.prepare(values)
+
+    async def open_all(self, values: Iterable[bytes | None], key: str | None = None) -> list[bytes]:
+        """A batch of records opened, in order (`prepare`, then `open`); those passed over (and
+        tombstones) left out."""
+        values = list(values)
+        await self.prepare(values)
+        return [opened for value in values if value is not None and (opened := self.open(value, key)) is not None]
 
     def open(self, value: bytes, key: str | None = None) -> bytes | None:
         """`value` opened; None when it is passed over (shredded or tampered).  A record that is

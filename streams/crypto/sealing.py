@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from .keyring import KeyRing
 
-__all__ = ["MARK", "PLAIN", "Sealer", "content_owner", "is_marked", "record_owner", "sealer_of"]
+__all__ = ["MARK", "PLAIN", "Sealer", "content_owner", "is_marked", "raw_owner", "record_owner", "sealer_of"]
 
 #: The top-level field that marks a sealed record.
 MARK = "omSealed"
@@ -72,6 +72,15 @@ def record_owner(data: dict[str, Any], key: str | None = None) -> str:
     return content_owner(memory, thread if isinstance(thread, str) else None, is_message=True)
 
 
+def raw_owner(memory_key: str, value: bytes) -> str | None:
+    """`record_owner` of a record's bytes; None when they are not a JSON object."""
+    try:
+        data = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return None
+    return record_owner(data, memory_key) if isinstance(data, dict) else None
+
+
 def is_marked(value: bytes | None) -> bool:
     """Whether the record's bytes carry the sealed marker (cheap: no parse)."""
     return bool(value) and _MARK_BYTES in value  # type: ignore[operator]
@@ -83,7 +92,7 @@ class Sealer:
     def __init__(self, ring: KeyRing | None) -> None:
         self.ring = ring
         self._users = 0
-        self._starting: asyncio.Lock | None = None
+        self._starting = asyncio.Lock()
 
     @property
     def enabled(self) -> bool:
@@ -95,7 +104,6 @@ class Sealer:
         `stop`, and a `start` returns only once the ring has read the topic."""
         if self.ring is None:
             return
-        self._starting = self._starting or asyncio.Lock()
         async with self._starting:
             if self._users == 0:
                 await self.ring.start()

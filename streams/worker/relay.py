@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from omstream.crypto.fields import content_paths
-from omstream.crypto.sealing import MARK, Sealer, record_owner
+from omstream.crypto.sealing import MARK, Sealer, raw_owner
 
 from .. import kafka
 
@@ -110,11 +110,9 @@ def owner_of(key: bytes | None, value: bytes | None) -> str | None:
     if not key or not value:
         return None
     try:
-        memory_key = key.decode()
-        data = orjson.loads(value)
-    except (UnicodeDecodeError, orjson.JSONDecodeError):
+        return raw_owner(key.decode(), value)
+    except UnicodeDecodeError:
         return None
-    return record_owner(data, memory_key) if isinstance(data, dict) else None
 
 
 async def seal_record(sealer: Sealer, key: bytes | None, value: bytes | None) -> bytes | None:

@@ -31,7 +31,7 @@ import orjson
 
 from omstream.crypto.envelope import DataKey
 from omstream.crypto.errors import Shredded
-from omstream.crypto.sealing import PLAIN, Sealer, content_owner, is_marked, record_owner
+from omstream.crypto.sealing import PLAIN, Sealer, content_owner, is_marked, raw_owner
 from omstream.schemas.events import EventEnvelope, MemoryDeleted, MessageAccepted
 
 if TYPE_CHECKING:
@@ -104,11 +104,7 @@ def input_owner(memory_key: str, value: bytes | None) -> str:
     """Whose key sealed an input of `memory_key`: a message of a resource memory is its thread's."""
     if not memory_key.startswith("resource:") or not value:
         return memory_key
-    try:
-        data = orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return memory_key  # the decoder refuses it with its reason
-    return record_owner(data, memory_key) if isinstance(data, dict) else memory_key
+    return raw_owner(memory_key, value) or memory_key  # not an object: the decoder refuses it
 
 
 def event_owner(memory_key: str, event: EventEnvelope) -> str:

@@ -87,16 +87,9 @@ async def test_in_resource_scope_a_message_is_sealed_under_its_threads_key() -> 
     assert ring.book.current("thread:resource:r1/t1") is not None
     assert b"locker" not in title
     await sealer.shred("thread:resource:r1/t1")
-    assert await opened(sealer, [sent, title], "resource:r1") == [
+    assert await Opener(sealer).open_all([sent, title], "resource:r1") == [
         encode(ThreadPatched(thread_id="t1", resource_id="r1", title="the locker thread",
                              at=decode_at(title)))]
-
-
-async def opened(sealer: Sealer, values: list[bytes], memory_key: str) -> list[bytes]:
-    """The records as a reader of the log gets them: opened, the shredded ones passed over."""
-    opener = Opener(sealer)
-    await opener.prepare(values)
-    return [v for value in values if (v := opener.open(value, memory_key)) is not None]
 
 
 def decode_at(value: bytes) -> datetime:
@@ -132,4 +125,4 @@ async def test_reading_passes_over_a_shredded_record_and_keeps_plain_ones() -> N
     await om.send_message(message())
     plain = encode(message("t1"))
     await sealer.shred("thread:t1")
-    assert await opened(sealer, [producer.sent[0][1], plain], "thread:t1") == [plain]
+    assert await Opener(sealer).open_all([producer.sent[0][1], plain], "thread:t1") == [plain]
