@@ -1,6 +1,6 @@
 """Pure helpers of the end-to-end benchmark (`bench.e2e`): percentiles, latencies, live state sizes
 read back from changelogs, a process group's RSS, and matching a thread's events to its inputs
-in fold order.  No broker here (tested in tests/unit/test_bench_smoke.py).
+in fold order.  No broker here (tested in tests/unit/bench/test_bench_smoke.py).
 """
 
 from __future__ import annotations

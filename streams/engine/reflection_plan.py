@@ -21,7 +21,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from .thresholds import round_half_up
+from .thresholds import (
+    BUFFERED_REFLECTION_RATIO,
+    reflection_activation_min_tokens,
+    reflection_buffer_start,
+    round_half_up,
+)
 
 __all__ = [
     "COMPRESSION_GUIDANCE",
@@ -40,7 +45,6 @@ __all__ = [
     "max_compression_level",
     "merge_buffered_reflection",
     "plan_reflection",
-    "reflection_activation_min_tokens",
     "retry_message",
     "suppression_after_commit",
     "suppression_after_failure",
@@ -52,9 +56,6 @@ ReflectionAction = Literal["none", "buffer", "activate_buffered", "reflect"]
 MAX_COMPRESSION_LEVEL = 4
 # Most retries a ladder makes after its first attempt.
 _LADDER_RETRIES = 3
-# A buffered reflection must shrink its slice to three quarters; the same factor sizes the
-# smallest combined log worth swapping in on an idle or provider-change trigger.
-_BUFFERED_TARGET_RATIO = 0.75
 
 
 # --- §6.7 whether ---------------------------------------------------------------------------
@@ -100,7 +101,7 @@ def plan_reflection(
     caller plans again when the buffered result arrives.
     """
     obs = observation_tokens
-    buffer_start = threshold * buffer_activation
+    buffer_start = reflection_buffer_start(threshold, buffer_activation)
     buffer_busy = buffering_in_flight or has_buffered_reflection or reflecting_in_flight
     early_buffer = async_enabled and obs < threshold and not buffer_busy and obs >= buffer_start
     if obs < threshold and not ttl_expired and not provider_changed:
@@ -161,14 +162,14 @@ def buffered_reflection_slice(
     """
     lines = observations.split("\n")
     average = observation_tokens / len(lines)
-    budget = threshold * buffer_activation
+    budget = reflection_buffer_start(threshold, buffer_activation)
     count = len(lines) if average <= 0 else min(math.floor(budget / average), len(lines))
     estimate = round_half_up(average * count)
     return ReflectionSlice(
         line_count=count,
         text="\n".join(lines[:count]),
         estimated_tokens=estimate,
-        target_tokens=round_half_up(estimate * _BUFFERED_TARGET_RATIO),
+        target_tokens=round_half_up(estimate * BUFFERED_REFLECTION_RATIO),
     )
 
 
@@ -177,11 +178,6 @@ def merge_buffered_reflection(observations: str, reflection: str, reflected_line
     lines appended since it started (§6.8)."""
     tail = "\n".join(observations.split("\n")[reflected_line_count:]).strip()
     return f"{reflection}\n\n{tail}" if tail else reflection
-
-
-def reflection_activation_min_tokens(threshold: int, buffer_activation: float) -> int:
-    """Smallest merged log an idle/provider-change trigger swaps in (15 000 with defaults)."""
-    return round_half_up(threshold * (1 - buffer_activation) * _BUFFERED_TARGET_RATIO)
 
 
 def buffered_reflection_suppressed(

@@ -20,7 +20,17 @@ from omstream.schemas.config.models import is_default_choice, model_name, spec_s
 from omstream.schemas.config.numbers import tidy
 from omstream.schemas.durations import IdleActivation, parse_activate_after_idle
 
-from .thresholds import resolve_activation_ratio, resolve_block_after, resolve_buffer_tokens, resolve_retention_floor
+from .thresholds import (
+    buffer_ramp_point,
+    max_threshold,
+    message_threshold,
+    min_buffer_tokens,
+    reflection_buffer_start,
+    resolve_activation_ratio,
+    resolve_block_after,
+    resolve_buffer_tokens,
+    resolve_retention_floor,
+)
 
 __all__ = [
     "ResolvedConfig",
@@ -216,10 +226,11 @@ def _resolve_observation(om: OmConfig) -> ResolvedObservation:
         model=_resolve_model(om.observer_model_spec, obs.model_settings, obs.provider_options,
                              OBSERVER_TEMPERATURE, OBSERVER_THINKING_BUDGET),
         message_tokens=tokens,
-        max_threshold=tokens + refl.observation_tokens if om.share_token_budget else tokens,
+        max_threshold=max_threshold(message_threshold(tokens, refl.observation_tokens,
+                                                      share_token_budget=om.share_token_budget)),
         buffer_tokens=size,
-        buffer_ramp_point=tidy(tokens - size * 1.1) if size is not None else None,
-        min_buffer_tokens=tidy(size / 2) if size is not None else None,
+        buffer_ramp_point=tidy(buffer_ramp_point(tokens, size)) if size is not None else None,
+        min_buffer_tokens=tidy(min_buffer_tokens(size)) if size is not None else None,
         buffer_activation=obs.buffer_activation if buffering else None,
         activation_ratio=resolve_activation_ratio(obs.buffer_activation, tokens) if buffering else None,
         retention_floor=resolve_retention_floor(obs.buffer_activation, tokens) if buffering else None,
@@ -252,7 +263,7 @@ def _resolve_reflection(om: OmConfig) -> ResolvedReflection:
                              REFLECTOR_TEMPERATURE, REFLECTOR_THINKING_BUDGET),
         observation_tokens=tokens,
         buffer_activation=refl.buffer_activation if buffering else None,
-        buffer_start=tidy(tokens * refl.buffer_activation) if buffering else None,
+        buffer_start=tidy(reflection_buffer_start(tokens, refl.buffer_activation)) if buffering else None,
         block_after=(resolve_block_after(refl.block_after or DEFAULT_BLOCK_AFTER, tokens)
                      if buffering else None),
         activate_after_idle=parse_activate_after_idle(refl.activate_after_idle),

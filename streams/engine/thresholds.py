@@ -23,6 +23,7 @@ from omstream.schemas.config.numbers import tidy
 from .activation import choose_activation_boundary
 
 __all__ = [
+    "BUFFERED_REFLECTION_RATIO",
     "BufferCandidate",
     "StatusWindows",
     "ThresholdRange",
@@ -35,9 +36,12 @@ __all__ = [
     "effective_reflection_threshold",
     "enough_to_buffer",
     "max_threshold",
+    "message_threshold",
     "min_buffer_tokens",
     "projected_message_removal",
+    "reflection_activation_min_tokens",
     "reflection_buffer_activation",
+    "reflection_buffer_start",
     "requires_blocking_observation",
     "resolve_activation_ratio",
     "resolve_block_after",
@@ -56,6 +60,9 @@ _FALLBACK_BUFFER_TOKENS = 5000
 _REFLECTION_BUFFER_ACTIVATION = 0.5
 # An absolute bufferActivation (tokens to keep) starts here; below it the value is a ratio.
 _ABSOLUTE_ACTIVATION = 1000
+#: A buffered reflection must shrink its slice to three quarters; the same factor sizes the
+#: smallest combined log worth swapping in on an idle or provider-change trigger.
+BUFFERED_REFLECTION_RATIO = 0.75
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +85,14 @@ def round_half_up(value: float) -> int:
 def max_threshold(threshold: Threshold) -> int:
     """`getMaxThreshold`: the value ratios resolve against."""
     return threshold.max if isinstance(threshold, ThresholdRange) else threshold
+
+
+def message_threshold(message_tokens: int, reflection_tokens: int, *, share_token_budget: bool) -> Threshold:
+    """The observation threshold as configured: messageTokens, or with shareTokenBudget a range
+    from it up to the whole budget (messageTokens + reflection.observationTokens)."""
+    if not share_token_budget:
+        return message_tokens
+    return ThresholdRange(message_tokens, message_tokens + reflection_tokens)
 
 
 def dynamic_threshold(threshold: Threshold, observation_tokens: int) -> int:
@@ -112,9 +127,8 @@ def effective_message_threshold(
     With shareTokenBudget, messages may use whatever observations leave of the total budget,
     never less than messageTokens: `max(total − observationTokens, messageTokens)`.
     """
-    if not share_token_budget:
-        return message_tokens
-    return dynamic_threshold(ThresholdRange(message_tokens, message_tokens + reflection_tokens), observation_tokens)
+    threshold = message_threshold(message_tokens, reflection_tokens, share_token_budget=share_token_budget)
+    return dynamic_threshold(threshold, observation_tokens)
 
 
 def effective_reflection_threshold(
@@ -195,6 +209,17 @@ def reflection_buffer_activation(buffer_activation: float | None) -> float:
     """reflection.bufferActivation as resolved, or its default when buffering is off (the
     reflection plan takes a number either way; without buffering nothing depends on it)."""
     return buffer_activation or _REFLECTION_BUFFER_ACTIVATION
+
+
+def reflection_buffer_start(threshold: float, buffer_activation: float) -> float:
+    """Observation tokens from which a background reflection starts (20 000 of 40 000 with
+    defaults), and the share of the log it covers (§6.7, §6.8)."""
+    return threshold * buffer_activation
+
+
+def reflection_activation_min_tokens(threshold: int, buffer_activation: float) -> int:
+    """Smallest merged log an idle/provider-change trigger swaps in (15 000 with defaults)."""
+    return round_half_up(threshold * (1 - buffer_activation) * BUFFERED_REFLECTION_RATIO)
 
 
 def requires_blocking_observation(unobserved_tokens: int, *, threshold: int, block_after: float | None) -> bool:

@@ -11,9 +11,9 @@ from omstream.embedding.hashed import HashEmbedder
 from omstream.projections.search.feed import SearchService, start_search
 from omstream.schemas.codec import encode
 from omstream.topics import Topics
-from tests.unit.search.events import Memory, group, group_id
-from tests.unit.search.seeded import seeded
-from tests.unit.search.test_index import ids_in
+from tests.unit.projections.search.events import Memory, group, group_id
+from tests.unit.projections.search.seeded import seeded
+from tests.unit.projections.search.test_index import ids_in
 
 pytestmark = pytest.mark.integration
 

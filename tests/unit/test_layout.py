@@ -131,3 +131,22 @@ def test_the_import_graph_has_no_cycle():
 def test_a_cycle_would_be_found():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_unit_tests_mirror_the_package():
+    # tests/unit/<x>/ tests the package folder of the same import path (bench/ the benches).
+    unit = ROOT / "tests" / "unit"
+    package_dirs = {".".join((package, *p.relative_to(ROOT / folder).parts))
+                    for folder, package in PACKAGES.items()
+                    for p in [ROOT / folder, *(ROOT / folder).rglob("*")] if (p / "__init__.py").is_file()}
+    test_dirs = {"omstream." + ".".join(p.relative_to(unit).parts)
+                 for p in unit.rglob("*") if p.is_dir() and (p / "__init__.py").is_file()}
+    assert test_dirs - package_dirs == {"omstream.bench"}
+
+
+def test_the_schemas_import_nothing_of_the_rest():
+    # The wire contract is what other languages and the read side share: it must not pull in the
+    # processor (the engine imports the schemas, never the other way round).
+    wrong = {module: sorted(name for name in names if not name.startswith("omstream.schemas"))
+             for module, names in GRAPH.items() if module.startswith("omstream.schemas")}
+    assert {m: names for m, names in wrong.items() if names} == {}

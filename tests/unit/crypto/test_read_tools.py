@@ -21,7 +21,7 @@ from omstream.schemas.control import StepStarted, ThreadDeleted
 from omstream.settings import Settings
 from tests.helpers import T0, message
 from tests.unit.crypto.keys import MemoryRing
-from tests.unit.search.events import Memory
+from tests.unit.projections.search.events import Memory
 
 
 class StartedRing(MemoryRing):

@@ -14,10 +14,10 @@ from omstream.engine.reflection_plan import (
     max_compression_level,
     merge_buffered_reflection,
     plan_reflection,
-    reflection_activation_min_tokens,
     suppression_after_commit,
     suppression_after_failure,
 )
+from omstream.engine.thresholds import reflection_activation_min_tokens, reflection_buffer_start
 
 T = 40_000
 ASYNC = {"async_enabled": True, "buffer_activation": 0.5, "block_after": 48_000}
@@ -25,6 +25,7 @@ ASYNC = {"async_enabled": True, "buffer_activation": 0.5, "block_after": 48_000}
 
 # --- §6.7 whether ------------------------------------------------------------------------------
 def test_below_buffer_start_nothing_happens():
+    assert reflection_buffer_start(T, 0.5) == 20_000
     assert plan_reflection(19_999, T, **ASYNC).action == "none"
 
 

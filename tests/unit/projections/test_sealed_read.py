@@ -27,8 +27,8 @@ from omstream.schemas.control import StepStarted, ThreadDeleted
 from omstream.settings import Settings
 from tests.helpers import engine, message, scripted_result
 from tests.unit.crypto.keys import MemoryRing
+from tests.unit.projections.search.events import Memory, group
 from tests.unit.projections.test_store import ENDS, SOURCE, memory_events, picture
-from tests.unit.search.events import Memory, group
 
 SECRET = "locker code 4417 ZEBRA"
 

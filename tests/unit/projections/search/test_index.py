@@ -10,7 +10,7 @@ from omstream.embedding.hashed import HashEmbedder
 from omstream.projections.search.index import IndexProjection
 from omstream.projections.search.search import NO_MATCH, ObservationSearch
 from omstream.projections.search.sqlite_vec import SqliteVecIndex, open_index
-from tests.unit.search.events import Memory, group, group_id
+from tests.unit.projections.search.events import Memory, group, group_id
 
 
 def fresh(path=":memory:", embedder=None):

@@ -4,7 +4,7 @@ import hashlib
 import uuid
 
 from omstream.projections.search.groups import chunks, entry_id, parse_groups
-from tests.unit.search.events import group
+from tests.unit.projections.search.events import group
 
 
 def test_groups_in_order_with_their_range_kind_and_text():

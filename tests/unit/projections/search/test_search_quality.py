@@ -6,8 +6,8 @@ from omstream.embedding import DEFAULT_EMBEDDER, make_embedder
 from omstream.projections.search.index import IndexProjection
 from omstream.projections.search.search import ObservationSearch
 from omstream.projections.search.sqlite_vec import SqliteVecIndex
-from tests.unit.search.seeded import seeded
-from tests.unit.search.test_index import ids_in
+from tests.unit.projections.search.seeded import seeded
+from tests.unit.projections.search.test_index import ids_in
 
 
 async def test_the_answering_group_is_in_the_top_5_for_16_of_20_questions():

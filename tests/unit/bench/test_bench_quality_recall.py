@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bench import quality, quality_recall
-from tests.unit.test_bench_quality_resume import _conversation
+from tests.unit.bench.test_bench_quality_resume import _conversation
 
 SCRIPTED = ["--observer", "scripted/observer", "--reflector", "scripted/reflector"]
 BOTH = "omstream,recent,omstream+recall"

@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.unit.search.events import Memory, group, group_id
+from tests.unit.projections.search.events import Memory, group, group_id
 
-FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "search" / "conversation.json"
+FIXTURE = Path(__file__).resolve().parents[3] / "fixtures" / "search" / "conversation.json"
 
 
 def seeded(memory_key: str = "thread:seeded", thread_id: str = "seeded") -> tuple[list[Any], list[dict], dict[str, str]]:
