@@ -110,6 +110,9 @@ def format_report(report: Mapping[str, Any]) -> str:
         log = sustained[0]["changelog"]
         rows.append(("4 changelog bytes per message (run 1)", _kb(log["bytes_per_message"]),
                      "per message", f"{log['records_per_message']:.2f} records/message"))
+        for kind, part in log.get("kinds", {}).items():
+            rows.append((f"  of which {kind}", f"{part['bytes_per_message']:,.0f}", "B/message",
+                         f"{part['records_per_message']:.2f} records/message"))
     for point in state.get("points", []):
         rows.append((f"5 state of one memory after {point['messages']:,} messages",
                      _kb(point["state_bytes"]), "", f"{point['keys']} key(s); folded "

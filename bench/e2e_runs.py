@@ -325,14 +325,35 @@ async def measure(env: Env, options: Options, report: dict[str, Any]) -> None:
 
 async def changelog_bytes(offsets: Offsets, changelogs: Sequence[str], before: Mapping[Any, int],
                           after: Mapping[Any, int], messages: int) -> dict[str, float]:
-    """Key + value bytes appended to the changelogs between two snapshots, per message."""
+    """Key + value bytes appended to the changelogs between two snapshots, per message, and
+    per kind of state record (`record_kind`), which says where the bytes go."""
     total = 0
+    kinds: dict[str, list[int]] = {}
 
     def add(key: bytes | None, value: bytes | None) -> None:
         nonlocal total
-        total += len(key or b"") + len(value or b"")
+        size = len(key or b"") + len(value or b"")
+        total += size
+        kind = kinds.setdefault(record_kind(key, value), [0, 0])
+        kind[0] += 1
+        kind[1] += size
 
     ends = {tp: end for tp, end in after.items() if tp.topic in changelogs}
     records = await offsets.read(before, ends, add)
     return {"bytes": total, "records": records, "bytes_per_message": total / messages,
-            "records_per_message": records / messages}
+            "records_per_message": records / messages,
+            "kinds": {kind: {"records_per_message": n / messages, "bytes_per_message": size / messages}
+                      for kind, (n, size) in sorted(kinds.items(), key=lambda kv: -kv[1][1])}}
+
+
+#: The short names of `omstream.storage`'s record keys (``K\0<name>...``), spelled out.
+_KIND_NAMES = {b"o": "log", b"c": "chunks", b"r": "buffered-reflection", b"f": "in-flight", b"b": "buffering",
+               b"x": "reflection-buffering", b"p": "pending", b"h": "held", b"g": "history", b"s": "seen"}
+
+
+def record_kind(key: bytes | None, value: bytes | None) -> str:
+    """What a state changelog record is: the core (the memory key alone) or a piece, and
+    whether it is a tombstone."""
+    name = (key or b"").split(b"\x00")[1:2]
+    kind = _KIND_NAMES.get(name[0], "other") if name else "core"
+    return kind if value is not None else f"{kind} (tombstone)"

@@ -166,6 +166,20 @@ def test_e2e_report_of_a_run_stopped_early_shows_what_was_measured():
     run = {"run": "r1", "steps": False, "messages": 100, "records": 100, "seconds": 2.0,
            "produce_seconds": 0.5, "messages_per_s": 124.0, "records_per_s": 124.0,
            "events": {"data-om-activation": 3}, "rss": {"rss_kb": 2048, "peak_kb": 4096},
-           "changelog": {"bytes_per_message": 2048.0, "records_per_message": 1.5}}
+           "changelog": {"bytes_per_message": 2048.0, "records_per_message": 1.5,
+                         "kinds": {"pending": {"bytes_per_message": 1200.0, "records_per_message": 1.0}}}}
     table = format_report({**base, "sustained": [run]})
     assert "124.0" in table and "2.00x" in table and "2.0 KiB" in table and "activations 3" in table
+    assert "of which pending" in table and "1,200" in table
+
+
+def test_changelog_records_are_named_by_the_storage_layout():
+    from bench.e2e_runs import record_kind
+    from omstream.storage import SEEN, item_key, part_key, seen_key
+
+    key = b"thread:t1"
+    assert record_kind(key, b"{}") == "core"
+    assert record_kind(item_key(key, b"p", 3), b"{}") == "pending"
+    assert record_kind(item_key(key, b"p", 3), None) == "pending (tombstone)"
+    assert record_kind(part_key(key, b"c", 2), b"[]") == "chunks"
+    assert record_kind(seen_key(key, "m1"), b"1") == "seen" and SEEN == b"s"
