@@ -271,13 +271,17 @@ def _encode_part(name: str) -> Callable[[Any], bytes]:
 def _encode_item(name: str) -> Callable[[Any], bytes]:
     if name == "held":
         return orjson.dumps
-    return lambda item: item.model_dump_json().encode()
+    # As the core: a pending message's empty title, parts, attachments and tool calls are not written.
+    return lambda item: item.model_dump_json(exclude_defaults=True).encode()
 
 
 def encode_core(state: MemoryState, ranges: dict[str, list[list[int]]], next_index: dict[str, int],
                 written: int = 0, parts: dict[str, int] | None = None, seen_from: int = 0,
                 gc: dict[str, Any] | None = None, seen_added: dict[str, str] | None = None) -> bytes:
-    core = state.model_dump(mode="json", exclude=_NOT_CORE)
+    # Fields at their defaults are left out (a memory's core is rewritten every batch, and most
+    # of its fifty fields are null, zero or empty most of the time): reading fills them in again,
+    # so a core written either way reads the same, by this version and the ones before it.
+    core = state.model_dump(mode="json", exclude=_NOT_CORE, exclude_defaults=True)
     return orjson.dumps({"v": SCHEMA_VERSION, **core, "ranges": ranges, "next": next_index, "n": written,
                          "parts": parts or {}, "seenFrom": seen_from, "gc": gc or {},
                          "seenAdded": seen_added or {}})

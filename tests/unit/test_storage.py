@@ -13,13 +13,14 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from omstream.engine.fold import fold, new_state
-from omstream.engine.state import MemoryState
+from omstream.engine.state import MemoryState, PendingMessage
 from omstream.memories import Memories, StateCache
 from omstream.storage import SEP, load_state
 from tests.helpers import engine, message, scripted_result
 
 KEY = b"thread:t1"
 LIMIT = 900 * 1024
+load_pending = PendingMessage.model_validate_json
 V1 = Path(__file__).resolve().parents[1] / "fixtures" / "states" / "v1-thread-t1.json"
 
 
@@ -230,6 +231,28 @@ def test_state_records_stay_small_as_one_thread_grows_to_10000_messages():
     # A batch of 50 messages writes about their own size, not the thread's history.
     assert batch_10k < 3 * batch_1k + 200 * 1024, figures
     assert table.state().generation > 3  # reflections ran
+
+
+def test_fields_at_their_defaults_are_not_written_and_a_core_with_every_field_reads_the_same():
+    """The core and the pending messages leave out fields at their defaults (most of the core's
+    fifty fields, most of the time); stores written before that, with every field, read the same."""
+    config = engine(400, observation={"bufferTokens": 120}, reflection={"observationTokens": 500})
+    table = Table()
+    run(table, config, [message(i, words=25) for i in range(30)], [4, 7])
+    lean = table.state()
+    core = orjson.loads(table.records[KEY])
+    assert "title" not in core and "blocked_since" not in core and core["memory_key"] == "thread:t1"
+    pending = [k for k in table.records if k.startswith(KEY + SEP + b"p" + SEP)]
+    assert pending and all(b'"title"' not in table.records[k] for k in pending)
+    full_state = {**lean.model_dump(mode="json", exclude={"pending", "held", "history", "observations", "chunks",
+                                                          "in_flight", "buffering", "reflection_buffering",
+                                                          "buffered_reflection"})}
+    table.records[KEY] = orjson.dumps({**core, **full_state})
+    for k in pending:
+        item = load_pending(table.records[k])
+        table.records[k] = item.model_dump_json().encode()
+    assert len(table.records[KEY]) > len(orjson.dumps(core)) + 200  # the old way was that much larger
+    assert comparable(table.state()) == comparable(lean)
 
 
 def test_a_version_1_state_is_migrated_and_folding_continues():
