@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -54,20 +55,32 @@ def cmd_repartition(args: argparse.Namespace) -> int:
                             f"{f.records_per_s:.0f} rec/s" + (" caught up, following" if f.caught_up else ""),
                             refresh=True)
 
+    async def copy() -> tuple[RepartitionProgress, bool]:
+        # Ctrl-C asks the copy to stop at its next fetch (it marks what it sent, then returns);
+        # a second one cancels it at once.
+        stop, loop, task = asyncio.Event(), asyncio.get_running_loop(), asyncio.current_task()
+        loop.add_signal_handler(signal.SIGINT, lambda: task.cancel() if stop.is_set() and task else stop.set())
+        try:
+            result = await repartition(settings, args.to, args.partitions, stop=stop,
+                                       exit_when_caught_up=args.exit_when_caught_up, progress=show)
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+        return result, stop.is_set()
+
+    result: RepartitionProgress | None
     try:
-        result = asyncio.run(repartition(settings, args.to, args.partitions,
-                                         exit_when_caught_up=args.exit_when_caught_up, progress=show))
-    except KeyboardInterrupt:
-        bar.close()
-        if last:
-            print(orjson.dumps(last[0].to_json(), option=orjson.OPT_INDENT_2).decode())
-        print(f"om repartition: stopped; the same command resumes the copy into {args.to!r} "
-              "(--exit-when-caught-up to finish at the source's end)", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        result, stopped = asyncio.run(copy())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        stopped, result = True, (last[0] if last else None)
     finally:
         bar.close()
-    print(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2).decode())
-    return 0
+    if result is not None:
+        print(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2).decode())
+    if not stopped:
+        return 0
+    print(f"om repartition: stopped; the same command resumes the copy into {args.to!r} "
+          "(--exit-when-caught-up to finish at the source's end)", file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 def add_commands(command: CommandMaker) -> None:
