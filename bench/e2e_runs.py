@@ -21,6 +21,7 @@ from omstream.client import OmClient
 from omstream.engine.tokens import get_counter
 from omstream.schemas.keys import memory_key
 from omstream.schemas.messages import Message
+from omstream.storage import LOG, PARTS, SEEN, SEP, SEQUENCES
 
 BODY_POOL = 400  # distinct message bodies, reused under distinct ids (generation is not timed)
 #: Run 5 produces at most this many messages ahead of the last one the fold accepted.
@@ -347,13 +348,12 @@ async def changelog_bytes(offsets: Offsets, changelogs: Sequence[str], before: M
 
 
 #: The short names of `omstream.storage`'s record keys (``K\0<name>...``), spelled out.
-_KIND_NAMES = {b"o": "log", b"c": "chunks", b"r": "buffered-reflection", b"f": "in-flight", b"b": "buffering",
-               b"x": "reflection-buffering", b"p": "pending", b"h": "held", b"g": "history", b"s": "seen"}
+_KIND_NAMES = {short: name for name, short in {**PARTS, **SEQUENCES, "log": LOG, "seen": SEEN}.items()}
 
 
 def record_kind(key: bytes | None, value: bytes | None) -> str:
     """What a state changelog record is: the core (the memory key alone) or a piece, and
     whether it is a tombstone."""
-    name = (key or b"").split(b"\x00")[1:2]
+    name = (key or b"").split(SEP)[1:2]
     kind = _KIND_NAMES.get(name[0], "other") if name else "core"
     return kind if value is not None else f"{kind} (tombstone)"

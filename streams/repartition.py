@@ -387,7 +387,8 @@ async def repartition(source: Settings, namespace: str, partitions: int, *, exit
             if copy.due():
                 await copy.checkpoint()
             now = time.monotonic()
-            if fetched and now - last_shown < 0.5 and not (stop is not None and stop.is_set()):
+            stopping = stop is not None and stop.is_set()
+            if fetched and now - last_shown < 0.5 and not stopping:
                 continue
             last_shown = now
             ends = await consumer.end_offsets(parts)
@@ -406,7 +407,7 @@ async def repartition(source: Settings, namespace: str, partitions: int, *, exit
                 caught_up=at_end, caught_up_s=caught, resumed=resumed)
             if progress is not None:
                 progress(figures)
-            if (at_end and exit_when_caught_up) or (stop is not None and stop.is_set()):
+            if (at_end and exit_when_caught_up) or stopping:
                 await copy.checkpoint()
                 return figures
     finally:

@@ -59,7 +59,14 @@ def cmd_repartition(args: argparse.Namespace) -> int:
         # Ctrl-C asks the copy to stop at its next fetch (it marks what it sent, then returns);
         # a second one cancels it at once.
         stop, loop, task = asyncio.Event(), asyncio.get_running_loop(), asyncio.current_task()
-        loop.add_signal_handler(signal.SIGINT, lambda: task.cancel() if stop.is_set() and task else stop.set())
+
+        def interrupted() -> None:
+            if not stop.is_set():
+                stop.set()
+            elif task is not None:
+                task.cancel()
+
+        loop.add_signal_handler(signal.SIGINT, interrupted)
         try:
             result = await repartition(settings, args.to, args.partitions, stop=stop,
                                        exit_when_caught_up=args.exit_when_caught_up, progress=show)
