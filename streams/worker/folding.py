@@ -115,10 +115,16 @@ def dead_letter(message: Consumed, code: DeadLetterCode, reason: str) -> DeadLet
                          offset=message.offset, key=message.key, value=message.value)
 
 
-def refuse(dlq: str, message: Consumed, code: DeadLetterCode, reason: str) -> Outcome:
-    """A record refused whole: its dead letter, logged, and nothing else."""
+def _logged(message: Consumed, code: DeadLetterCode, reason: str) -> None:
+    """The one log line of every dead letter, whoever refuses the record: an operator greps
+    the worker's log for "dead-lettered" and finds each one with where it came from."""
     log.warning("dead-lettered", extra={"topic": message.topic, "offset": message.offset,
                                         "code": code, "reason": reason[:300]})
+
+
+def refuse(dlq: str, message: Consumed, code: DeadLetterCode, reason: str) -> Outcome:
+    """A record refused whole: its dead letter, logged, and nothing else."""
+    _logged(message, code, reason)
     return Outcome([OutputRecord(dlq, message.key or b"", encode(dead_letter(message, code, reason)))])
 
 
@@ -303,6 +309,10 @@ def _fold_outcome(ctx: FoldContext, message: Consumed, kbytes: bytes, state: Mem
         memories.check(kbytes, state, after)
     except TooLarge as exc:
         raise _Refused("output-too-large", str(exc)) from None
+    # The fold's own refusals (a message id reused for other content, a command to a memory
+    # that is off) are logged only now: a record refused whole above sends none of them.
+    for refused in folded.rejected:
+        _logged(message, "conflict", refused.reason)
     return Outcome(records, kbytes, after, shreds)
 
 

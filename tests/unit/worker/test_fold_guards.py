@@ -4,6 +4,7 @@ Each bad record becomes one `<ns>.dlq` record with its code and leaves the memor
 was; a model answer that cannot be applied ends its cycle with the cycle's failed event.
 """
 
+import logging
 from dataclasses import replace
 from datetime import timedelta
 from types import SimpleNamespace
@@ -206,6 +207,23 @@ def test_an_exception_in_the_fold_leaves_the_state_and_the_worker_goes_on(monkey
     monkeypatch.undo()
     store.feed(ctx, raw(message(1)))
     assert store.state().pending_ids == ("t1-m0", "t1-m1")
+
+
+def test_a_conflict_is_logged_like_every_other_dead_letter(caplog):
+    # The fold's own refusals used to reach the DLQ without a log line; an operator reading the
+    # worker's log for "dead-lettered" missed them.
+    store, ctx = Store(), context()
+    store.feed(ctx, raw(message(0)))
+    reused = Message.model_validate(orjson.loads(raw(message(0))) | {"content": "another text"})
+    with caplog.at_level(logging.WARNING, logger="omstream.worker"):
+        outcome = store.feed(ctx, raw(reused))
+        refused = store.feed(ctx, b"{not json")
+    [letter] = dead(outcome)
+    assert letter["code"] == "conflict" and outcome.state is not None
+    lines = [r for r in caplog.records if r.getMessage() == "dead-lettered"]
+    assert [(r.topic, r.offset, r.code) for r in lines] == [(TOPICS.log, 1, "conflict"), (TOPICS.log, 2, "not-json")]
+    assert lines[0].reason == letter["reason"] and "already used for a different message" in lines[0].reason
+    assert [d["code"] for d in dead(refused)] == ["not-json"]
 
 
 def test_a_client_token_count_is_never_trusted():
