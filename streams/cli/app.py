@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     common, no_config = _global_options(), _global_options(config=False)
 
     def command(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        # `om COMMAND --help` shows the description, not the one-line help `om --help` lists:
+        # without one of its own, a command's --help says what it does in that line.
+        kwargs.setdefault("description", _sentence(kwargs.get("help", "")))
         # simulate has a --config of its own (its options file), so only --log-level there.
         return commands.add_parser(name, parents=[no_config if name == "simulate" else common], **kwargs)
 
@@ -44,6 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     for group in (demo, model, broker, servers, conversations, manual, offline, versions, repartition, tail, dlq):
         group.add_commands(command)
     return parser
+
+
+def _sentence(line: str) -> str:
+    """A help line as the sentence that opens a command's --help: capitalised, with a full stop."""
+    return f"{line[:1].upper()}{line[1:]}." if line else ""
 
 
 def main(argv: list[str] | None = None) -> int:

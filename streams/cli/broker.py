@@ -51,10 +51,18 @@ def cmd_topics(args: argparse.Namespace) -> int:
 
 
 def add_commands(command: CommandMaker) -> None:
-    p = command("broker", help="the local Kafka broker (resolved from Maven Central)")
-    p.add_argument("action", choices=["start", "stop", "status", "jars"])
+    p = command("broker", help="start, stop or check the local Kafka broker (resolved from Maven Central)",
+                description="The single-node Kafka broker om runs on this machine (KRaft, no ZooKeeper), "
+                "on omstream.broker_port / OM_BROKER_PORT, its data in omstream.data_dir. Java is needed; "
+                "the Kafka jars are resolved from Maven Central on first use.")
+    p.add_argument("action", choices=["start", "stop", "status", "jars"], metavar="ACTION",
+                   help="start: start it (if not running) and create the namespace's topics; stop; "
+                   "status: running or not (exit 3 when not); jars: resolve the Kafka jars and print where")
     p.set_defaults(func=cmd_broker)
 
-    p = command("topics", help="create the namespace's topics with their configs")
-    p.add_argument("action", choices=["create"])
+    p = command("topics", help="create the namespace's Kafka topics (log, jobs, events, dlq, ...) if missing",
+                description="Create the topics of omstream.namespace / OM_NAMESPACE (<ns>.log, <ns>.jobs, "
+                "<ns>.events, <ns>.dlq and the others) with their partition counts and configs; existing "
+                "ones are checked, not changed. om worker and om broker start do this too.")
+    p.add_argument("action", choices=["create"], metavar="ACTION", help="create: create the missing topics")
     p.set_defaults(func=cmd_topics)
