@@ -17,7 +17,7 @@ from omstream.limits import Violation
 from omstream.schemas.codec import DecodeFailure, encode
 from omstream.schemas.dead_letters import DeadLetter, DeadLetterCode
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+LIMITS_PAGE = Path(__file__).resolve().parents[3] / "docs" / "producing.md"  # the manual's limits table
 
 
 def handmade(*, code: str, reason: str, topic: str, partition: int, offset: int,
@@ -58,8 +58,8 @@ def test_every_code_a_refusal_can_carry_is_in_the_closed_set():
     assert {f.name for f in dataclasses.fields(Violation)} == {"code", "reason"}
 
 
-def test_the_readme_names_only_codes_of_the_set():
-    limits = README.read_text(encoding="utf-8").split("**Limits.**", 1)[1].split("\n\n", 2)[1]
+def test_the_docs_name_only_codes_of_the_set():
+    limits = LIMITS_PAGE.read_text(encoding="utf-8").split("**Limits.**", 1)[1].split("\n\n", 2)[1]
     documented = set(re.findall(r"\| `([a-z-]+)` \|", limits))
     assert documented == {"too-large", "too-deep", "too-many-parts", "text-too-long", "future-time", "memory-busy"}
     assert documented <= set(get_args(DeadLetterCode))
