@@ -52,6 +52,10 @@ const om = (() => {
 
   const exact = (n) => (n ?? 0).toLocaleString("en-US");
 
+  // "1 cycle", "3 cycles", "1,204 tokens": a count and its noun agree (the twin of
+  // omstream.plural, which the CLI prints with). `many` for a plural that is not noun + "s".
+  const plural = (n, noun, many) => `${exact(n)} ${(n ?? 0) === 1 ? noun : many || `${noun}s`}`;
+
   // 12345 -> "12.3k", as the original's playground writes compression ratios.
   function short(n) {
     n = n ?? 0;
@@ -78,5 +82,5 @@ const om = (() => {
     return m ? `${m[1]} ${m[2]}` : String(iso);
   }
 
-  return { token, withToken, getJson, el, fill, exact, short, compression, seconds, when };
+  return { token, withToken, getJson, el, fill, exact, plural, short, compression, seconds, when };
 })();

@@ -8,7 +8,7 @@
 "use strict";
 
 (() => {
-  const { el, fill, exact, compression, seconds, when } = om;
+  const { el, fill, exact, plural, compression, seconds, when } = om;
   const threadId = decodeURIComponent(location.pathname.split("/")[2] || "");
   const base = `/threads/${encodeURIComponent(threadId)}`;
   const $ = (id) => document.getElementById(id);
@@ -195,7 +195,7 @@
     document.title = `omstream · ${title || threadId}`;
     $("thread-meta").textContent = [
       `thread ${threadId}`, context && context.memoryKey, context && `generation ${context.generation}`,
-      context && `${context.cycles} cycle${context.cycles === 1 ? "" : "s"}`, `${S.lastSeq} events`,
+      context && plural(context.cycles, "cycle"), plural(S.lastSeq, "event"),
       S.deleted ? "memory deleted" : null,
     ].filter(Boolean).join(" · ");
 
@@ -245,14 +245,14 @@
     bar($("win-messages"), active && active.messages, obs.projectedMessageRemoval);
     bar($("win-observations"), active && active.observations, 0);
     $("win-messages-sub").textContent = obs.projectedMessageRemoval
-      ? `the next activation removes ${exact(obs.projectedMessageRemoval)} tokens (hatched)`
+      ? `the next activation removes ${plural(obs.projectedMessageRemoval, "token")} (hatched)`
       : "unobserved messages against the observation threshold";
     const pill = (status) => el("span", { class: `pill ${status || "idle"}`, text: status || "idle" });
     fill($("buffered-kv"),
       el("dt", { text: "observation chunks" }), el("dd", {}, pill(obs.status), " ", el("span", { id: "buffered-chunks", text: exact(obs.chunks) })),
-      el("dt", { text: "messages covered" }), el("dd", { text: `${exact(obs.messageTokens)} tokens` }),
-      el("dt", { text: "projected removal" }), el("dd", { text: `${exact(obs.projectedMessageRemoval)} tokens` }),
-      el("dt", { text: "buffered observations" }), el("dd", { text: `${exact(obs.observationTokens)} tokens` }),
+      el("dt", { text: "messages covered" }), el("dd", { text: plural(obs.messageTokens, "token") }),
+      el("dt", { text: "projected removal" }), el("dd", { text: plural(obs.projectedMessageRemoval, "token") }),
+      el("dt", { text: "buffered observations" }), el("dd", { text: plural(obs.observationTokens, "token") }),
       el("dt", { text: "reflection" }), el("dd", {}, pill(refl.status), " ",
         refl.status && refl.status !== "idle" ? compression(refl.inputObservationTokens || 0, refl.observationTokens || 0) : ""));
     // Status is written once per step: cycles that ended since show in the list, not here yet.
@@ -310,7 +310,7 @@
       p.text !== undefined ? p.text : `[${p.type}${p.toolName ? ` ${p.toolName}` : ""}]`).join("\n");
     return el("li", { "data-id": m.id },
       el("div", { class: "head" }, el("span", { class: `role ${m.role}`, text: m.role }), el("span", { text: when(m.createdAt) }),
-        el("span", { class: "tok", text: m.tokens ? `${exact(m.tokens.count)} tokens` : "" })),
+        el("span", { class: "tok", text: m.tokens ? plural(m.tokens.count, "token") : "" })),
       el("div", { class: "body", text: content }));
   }
 
@@ -321,7 +321,7 @@
       const done = c.endSeq <= at ? c.state : "running";
       if (done === "failed") continue; // listed under failures
       const ratio = done === "done" && c.kind === "sync" ? compression(c.input || 0, c.output || 0)
-        : done === "done" ? `${exact(c.input)} tokens buffered` : `${exact(c.input)} tokens`;
+        : done === "done" ? `${plural(c.input, "token")} buffered` : plural(c.input, "token");
       rows.push({ seq: c.endSeq <= at ? c.endSeq : c.startSeq, kind: c.kind === "buffering" ? "buffering" : c.op, state: done,
         what: label(c), when: c.at, ratio, detail: done === "done" && c.durationMs !== undefined ? `took ${seconds(c.durationMs)}` : "in progress" });
     }
@@ -330,7 +330,7 @@
       rows.push({ seq: a.seq, kind: "activation", state: "done", what: a.op === "reflection" ? "Reflection activated" : "Activation",
         when: a.at, ratio: compression(a.input || 0, a.output || 0),
         detail: a.op === "reflection" ? `triggered by ${a.trigger || "threshold"}`
-          : `${a.chunks} chunk${a.chunks === 1 ? "" : "s"}, ${a.messages} message${a.messages === 1 ? "" : "s"} left the window · ${a.trigger || "threshold"}` });
+          : `${plural(a.chunks, "chunk")}, ${plural(a.messages, "message")} left the window · ${a.trigger || "threshold"}` });
     }
     rows.sort((a, b) => b.seq - a.seq);
     fill($("cycles"), rows.length ? rows.slice(0, 40).map((r) => el("li", { "data-kind": r.kind, class: r.state, "data-seq": r.seq },
@@ -343,7 +343,7 @@
     const rows = S.failures.filter((f) => f.seq <= at).reverse();
     fill($("failures"), rows.length ? rows.map((f) => el("li", { class: f.ignored ? "" : "failure", "data-seq": f.seq },
       el("span", { class: "what", text: f.what }), el("span", { class: "when", text: f.at ? when(f.at) : `#${f.seq}` }),
-      el("span", { class: "detail", text: f.tokens !== undefined ? `${f.error} (${exact(f.tokens)} tokens attempted)` : f.error })))
+      el("span", { class: "detail", text: f.tokens !== undefined ? `${f.error} (${plural(f.tokens, "token")} attempted)` : f.error })))
       : el("li", { class: "empty", text: "No failure." }));
   }
 

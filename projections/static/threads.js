@@ -10,7 +10,7 @@
     try {
       const { threads } = await om.getJson("/threads");
       threads.sort((a, b) => (a.title || a.threadId).localeCompare(b.title || b.threadId));
-      $("count").textContent = `${threads.length} thread${threads.length === 1 ? "" : "s"}`;
+      $("count").textContent = om.plural(threads.length, "thread");
       $("none").hidden = threads.length > 0;
       fill($("threads"), threads.map((t) => el("tr", { "data-thread": t.threadId },
         el("td", {}, el("a", { href: om.withToken(`/threads/${encodeURIComponent(t.threadId)}`), text: t.title || "Untitled thread" })),

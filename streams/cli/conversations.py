@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..plural import plural
 from .common import EXIT_INPUT, CommandError, CommandMaker, settings_of, version_name
 
 if TYPE_CHECKING:
@@ -48,8 +49,8 @@ def cmd_produce(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError) as exc:
         raise CommandError(str(exc), EXIT_INPUT) from None
     others = records - messages
-    print(f"sent {messages} messages{f' and {others} other records' if others else ''} "
-          f"to {settings.namespace}.log")
+    also = f" and {plural(others, 'other record')}" if others else ""
+    print(f"sent {plural(messages, 'message')}{also} to {settings.namespace}.log")
     return 0
 
 

@@ -24,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..plural import plural
 from .common import EXAMPLES, CommandError, CommandMaker, port_number, settings_of
 from .tail import tail
 
@@ -141,7 +142,7 @@ def run_demo(settings: Settings, conversation: Path, *, stay: bool, model: str |
             return 1
         records = read_conversation(conversation)
         threads = sorted({m.thread_id for m in records if m.thread_id is not None})
-        print(f"3/5 playing {len(records)} messages of {len(threads)} thread(s) as an agent loop "
+        print(f"3/5 playing {plural(len(records), 'message')} of {plural(len(threads), 'thread')} as an agent loop "
               "(message, step, reply, turn end) ...", flush=True)
         asyncio.run(_play(settings, records))
         print(f"4/5 lifecycle events (the observer is {models[0]}"
@@ -150,8 +151,9 @@ def run_demo(settings: Settings, conversation: Path, *, stay: bool, model: str |
         print(f"5/5 context windows{'' if done else ' (still settling)'}:")
         for thread in threads:
             ctx = _get(f"{base}/threads/{thread}/context?wait=0") or {}
-            print(f"    {base}/threads/{thread}/context  -> {len(ctx.get('observedMessageIds', []))} "
-                  f"messages observed, {len(ctx.get('messages', []))} raw")
+            print(f"    {base}/threads/{thread}/context  -> "
+                  f"{plural(len(ctx.get('observedMessageIds', [])), 'message')} observed, "
+                  f"{len(ctx.get('messages', []))} raw")
             print(f"    {base}/threads/{thread}  (the dashboard: live, with a timeline)")
             if ctx.get("observations"):
                 print(f"    observations ({models[0]}):")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ..plural import plural
 from .common import EXIT_INPUT, CommandError, CommandMaker, settings_of, version_name
 
 if TYPE_CHECKING:
@@ -132,7 +133,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             print(f"{x.position:<8} {x.letter.code:<16} {x.thread_id or '-':<20} "
                   f"{source.topic}@{source.partition}:{source.offset}  {_one_line(x.letter.reason, 100)}")
     if not args.json:
-        print(f"{len(letters)} dead letters", flush=True)
+        print(plural(len(letters), "dead letter"), flush=True)
     return 0
 
 

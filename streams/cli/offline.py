@@ -9,6 +9,7 @@ from pathlib import Path
 
 import orjson
 
+from ..plural import plural
 from .common import EXIT_INPUT, CommandError, CommandMaker
 
 __all__ = ["add_commands"]
@@ -47,7 +48,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
                     print(f"  {label:<8} {name}", file=sys.stderr)
             print(f"{result.out} is stale: run `om schema export`", file=sys.stderr)
             return 1
-        print(f"{result.out}: {len(result.unchanged)} files up to date")
+        print(f"{result.out}: {plural(len(result.unchanged), 'file')} up to date")
         return 0
     for label, names in (("wrote", result.added), ("updated", result.changed), ("removed", result.removed)):
         for name in names:

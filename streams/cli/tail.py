@@ -13,6 +13,7 @@ import sys
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, TextIO
 
+from ..plural import plural
 from .common import CommandMaker, settings_of
 
 if TYPE_CHECKING:
@@ -34,27 +35,29 @@ def describe_event(event: Event) -> str:
         return (f"{head} messages {m.tokens}/{m.threshold}  observations {o.tokens}/{o.threshold}  "
                 f"gen {d.generation_count}")
     if isinstance(event, e.ObservationStart):
-        return f"{head} {event.data.operation_type} of {event.data.tokens_to_observe} tokens"
+        return f"{head} {event.data.operation_type} of {plural(event.data.tokens_to_observe, 'token')}"
     if isinstance(event, e.ObservationEnd):
         d_end = event.data
-        return (f"{head} {d_end.operation_type}: {d_end.tokens_observed} tokens -> {d_end.observation_tokens} "
-                "observation tokens")
+        return (f"{head} {d_end.operation_type}: {plural(d_end.tokens_observed, 'token')} -> "
+                f"{plural(d_end.observation_tokens, 'observation token')}")
     if isinstance(event, e.BufferingStart):
-        return f"{head} {event.data.operation_type} of {event.data.tokens_to_buffer} tokens, in the background"
+        return (f"{head} {event.data.operation_type} of {plural(event.data.tokens_to_buffer, 'token')}, "
+                "in the background")
     if isinstance(event, e.BufferingEnd):
         d_buf = event.data
-        return f"{head} {d_buf.operation_type}: {d_buf.tokens_buffered} tokens -> {d_buf.buffered_tokens} buffered"
+        return (f"{head} {d_buf.operation_type}: {plural(d_buf.tokens_buffered, 'token')} -> "
+                f"{d_buf.buffered_tokens} buffered")
     if isinstance(event, e.Activation):
         d_act = event.data
-        return (f"{head} {d_act.operation_type}: {d_act.tokens_activated} tokens -> {d_act.observation_tokens} "
-                f"observation tokens ({d_act.triggered_by}, no model call)")
+        return (f"{head} {d_act.operation_type}: {plural(d_act.tokens_activated, 'token')} -> "
+                f"{plural(d_act.observation_tokens, 'observation token')} ({d_act.triggered_by}, no model call)")
     if isinstance(event, (e.ObservationFailed, e.BufferingFailed)):
         return f"{head} {event.data.operation_type}: {event.data.error}"
     if isinstance(event, e.ThreadUpdate):
         return f"{head} title {event.data.old_title!r} -> {event.data.new_title!r}"
     if isinstance(event, e.MessageAccepted):
         message = event.data.message
-        tokens = f", {message.tokens.count} tokens" if message.tokens is not None else ""
+        tokens = f", {plural(message.tokens.count, 'token')}" if message.tokens is not None else ""
         return f"{head} {message.role} message {message.id}{tokens}"
     return f"{head} {event.data.model_dump_json(by_alias=True)[:120]}"
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ..plural import plural
 from .common import EXIT_INPUT, EXIT_INTERRUPTED, CommandError, CommandMaker, settings_of, version_name
 
 if TYPE_CHECKING:
@@ -147,9 +148,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
     count = get_counter(settings.om.token_counter).count
     ta, tb = count("\n".join(a)), count("\n".join(b))
     if a == b:
-        print(f"{args.a} and {args.b}: equal context windows of thread {args.thread} ({ta} tokens)")
+        print(f"{args.a} and {args.b}: equal context windows of thread {args.thread} ({plural(ta, 'token')})")
         return 0
-    print(f"{args.a}: {ta} tokens, {args.b}: {tb} tokens")
+    print(f"{args.a}: {plural(ta, 'token')}, {args.b}: {plural(tb, 'token')}")
     if not args.unified:
         width = max(20, (shutil.get_terminal_size().columns - 3) // 2)
         for left, right in _pairs(a, b):

@@ -47,7 +47,7 @@ def test_list_show_and_resend_a_fixed_record(new_env, tmp_path, capsys):
     [invalid_letter] = [orjson.loads(line) for line in out.splitlines()]
     assert invalid_letter["threadId"] == "fixme" and invalid_letter["source"]["topic"] == topics.log
     status, out, _ = om(env, capsys, "list", "--thread", "junk")
-    assert out.splitlines()[-1] == "1 dead letters" and "not-json" in out
+    assert out.splitlines()[-1] == "1 dead letter" and "not-json" in out
     junk_position = out.split()[0]
 
     status, out, _ = om(env, capsys, "show", invalid_letter["position"])
