@@ -1,9 +1,11 @@
-"""examples/feed.js, run as it is in Node.js with the WHATWG EventSource (`eventsource`, in
+"""examples/feed.js, run as it is in Node.js (`node examples/feed.js t1 ORIGIN`) with the WHATWG EventSource (`eventsource`, in
 tests/js) against the real feed route: it shows each event of its three types once, in `seq`
 order, through the replay, the live events, and a connection the server dropped (a client that
 fell behind), which EventSource resumes by itself with `Last-Event-ID`."""
 
 import asyncio
+import os
+import subprocess
 from pathlib import Path
 
 import orjson
@@ -77,3 +79,10 @@ def test_feed_js_shows_every_event_once_through_replay_live_and_a_dropped_connec
     assert shown == wanted
     assert connections >= 2, connections  # the dropped connection was resumed, and lost nothing
     print(f"{len(shown)} lines over {connections} connections, events {len(events)}")
+
+
+def test_feed_js_without_a_thread_prints_its_usage_and_fails():
+    env = {k: v for k, v in os.environ.items() if k not in ("OM_THREAD", "OM_URL", "OM_TOKEN")}
+    done = subprocess.run(["node", str(FEED_JS)], capture_output=True, text=True, env=env, timeout=30)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("usage: node examples/feed.js THREAD [BASE_URL]")
