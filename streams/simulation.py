@@ -42,7 +42,8 @@ from .models.calls import RetryPolicy, untimed
 from .models.capabilities import takes_attachments
 from .models.hooks import Hooks, run_job_with_hooks
 
-__all__ = ["Simulation", "format_timeline", "has_loop_markers", "inputs_of", "settle", "simulate", "turns"]
+__all__ = ["CycleCount", "Simulation", "cycle_count", "format_timeline", "has_loop_markers", "inputs_of", "settle",
+           "simulate", "turns"]
 
 
 @dataclass
@@ -150,7 +151,9 @@ def write_events(events: Iterable[Any], path: Path) -> None:
 
 def summary(sim: Simulation) -> dict[str, Any]:
     calls = Tally(job.kind for job in sim.jobs)
+    cycles = cycle_count(sim.events)
     return {
+        "cycles": {"started": cycles.started, "failed": cycles.failed},
         "events": dict(sorted(Tally(e.type for e in sim.events).items())),
         "modelCalls": {"observer": calls["observe"] + calls["buffer"],
                        "reflector": calls["reflect"] + calls["buffer-reflection"]},
@@ -161,6 +164,42 @@ def summary(sim: Simulation) -> dict[str, Any]:
         },
         "rejected": sim.rejected,
     }
+
+
+_STARTS = ("data-om-observation-start", "data-om-buffering-start")
+_FAILURES = ("data-om-observation-failed", "data-om-buffering-failed")
+
+
+@dataclass(frozen=True)
+class CycleCount:
+    """The model cycles (blocking and buffered) a run started, and how many of them failed."""
+
+    started: int
+    failed: int
+    first_error: str | None = None
+
+    def failure_line(self) -> str | None:
+        """What a run with failed cycles must say (None when none failed): a run whose every
+        cycle failed, for want of a model key say, otherwise looks like a quiet success."""
+        from .plural import plural
+
+        if not self.failed:
+            return None
+        return (f"{self.failed} of {plural(self.started, 'model cycle')} failed"
+                f"{f'; the first: {self.first_error}' if self.first_error else ''}")
+
+
+def cycle_count(events: Iterable[Any]) -> CycleCount:
+    """How many cycles the events started and how many failed, with the first failure's error."""
+    started = failed = 0
+    first: str | None = None
+    for event in events:
+        if event.type in _STARTS:
+            started += 1
+        elif event.type in _FAILURES:
+            failed += 1
+            first = first or str(event.data.error)
+    return CycleCount(started, failed, first)
 
 
 def format_timeline(events: Iterable[Any], *, buffering_end: bool = False) -> list[str]:
@@ -208,8 +247,8 @@ def format_timeline(events: Iterable[Any], *, buffering_end: bool = False) -> li
 
 
 def run(conversation: Path, om: OmConfig, *, out: Path | None, parity: bool,
-        measured_time: bool, timeline: bool) -> dict[str, Any]:
-    """The `om simulate` command's work; returns the summary it prints."""
+        measured_time: bool, timeline: bool) -> tuple[dict[str, Any], CycleCount]:
+    """The `om simulate` command's work; returns the summary it prints and its cycles' outcome."""
     records = read_conversation(conversation)
     if parity:
         om = parity_config(om)
@@ -219,4 +258,4 @@ def run(conversation: Path, om: OmConfig, *, out: Path | None, parity: bool,
         write_events(sim.events, out)
     if timeline:
         print("\n".join(format_timeline(sim.events)))
-    return summary(sim)
+    return summary(sim), cycle_count(sim.events)

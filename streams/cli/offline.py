@@ -29,11 +29,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         raise SettingsError(file_problems(data))
     om = load_om_config(data)
     try:
-        summary = run(Path(args.conversation), om, out=args.out, parity=args.parity,
-                      measured_time=args.measured_time, timeline=args.timeline)
+        summary, cycles = run(Path(args.conversation), om, out=args.out, parity=args.parity,
+                              measured_time=args.measured_time, timeline=args.timeline)
     except (OSError, ValueError) as exc:
         raise CommandError(str(exc), EXIT_INPUT) from None
     print(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode(), file=sys.stderr)
+    failed = cycles.failure_line()
+    if failed is not None:  # the events are written all the same (--out): they say what failed
+        raise CommandError(failed)
     return 0
 
 
@@ -82,7 +85,12 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def add_commands(command: CommandMaker) -> None:
-    p = command("simulate", help="run the engine over a conversation file, without a broker")
+    p = command("simulate", help="run the engine over a conversation file, without a broker",
+                description="Fold a conversation file with the worker's own engine and real model calls, "
+                "without a broker: the summary (events, model calls, memories, cycles started and "
+                "failed) goes to stderr. Exit status 1 when a model cycle failed (a missing API key, "
+                "say), with how many of how many; 2 for a file that cannot be read. Try it: om "
+                "simulate examples/demo-conversation.jsonl --config examples/simulate.toml --timeline")
     p.add_argument("conversation", help="JSON lines: {threadId, resourceId?, role, content, createdAt, id?} "
                    "messages (one user line = one turn), or a file of om export (its own steps and turn ends)")
     # Its own dest, so `om --config FILE simulate ...` keeps working too.
