@@ -18,9 +18,9 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from omstream import examples
 from omstream.schemas.errors import OmError
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["EXAMPLES", "EXIT_FAILED", "EXIT_INPUT", "EXIT_INTERRUPTED", "CommandError", "CommandMaker",
            "failure", "port_number", "report", "settings_of", "version_name"]
 
-EXAMPLES = Path(__file__).resolve().parent.parent.parent / "examples"
+EXAMPLES = examples.FOLDER  # examples/ in a checkout, omstream/examples in an installed wheel
 
 EXIT_FAILED = 1  # a mistake the user can fix: settings, broker, port, a refusal
 EXIT_INPUT = 2  # input that cannot be used: an unreadable file, nothing of a thread, no such version
