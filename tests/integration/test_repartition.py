@@ -161,7 +161,7 @@ def test_repartition_4_to_8_keeps_every_memory(new_env):
     asyncio.run(produce(source, 0, FIRST_HALF))
     new_worker = {"OM_PARTITIONS": "8", "OM_RESULT_KEY": KEY}
 
-    # The README's cut-over.  The copy follows the source, and a fold worker of the new namespace
+    # The cut-over of docs/operations.md.  The copy follows the source, and a fold worker of the new namespace
     # folds the copy as it comes (the copied results end its cycles; no model agent of its own
     # yet), while the second half is produced through the old namespace.
     copy = om(env.config, "repartition", "--to", target.namespace, "--partitions", "8")
