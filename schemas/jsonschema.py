@@ -69,12 +69,12 @@ def _catalogue() -> list[_WireType]:
     controls = get_args(get_args(Control)[0])
     events = get_args(get_args(Event)[0])
     return [
-        _WireType("message", Message, "messages"),
-        _WireType("control", Control, "control",
+        _WireType("message", Message, "log"),
+        _WireType("control", Control, "log",
                   "Any agent-loop marker or command of `<ns>.log`, told apart by `type`."),
-        *(_WireType(cls.model_fields["type"].default, cls, "control") for cls in controls),
+        *(_WireType(cls.model_fields["type"].default, cls, "log") for cls in controls),
         _WireType("model-job", ModelJob, "jobs"),
-        _WireType("model-result", ModelResult, "results"),
+        _WireType("model-result", ModelResult, "log"),
         _WireType("event", Event, "events", "Any record of `<ns>.events`, told apart by `type`."),
         *(_WireType(cls.model_fields["type"].default, cls, "events") for cls in events),
         _WireType("dead-letter", DeadLetter, "dlq"),
