@@ -362,7 +362,8 @@ def test_batches_of_one_cycle_run_side_by_side_and_follow_the_rule(new_env):
               f"calls (start, end ms) {spans}")
         if len(answered) > 1:
             multi += 1
-            # Side by side: every call started before any of them ended.
+            # Side by side: every call started before any of them ended.  (Not also "all ended
+            # within latency x calls": that is the same claim as a time, which a loaded machine's
+            # scheduling can stretch while the calls still overlap.)
             assert max(r.started_at for r in answered) < min(r.completed_at for r in answered), spans
-            assert max(end for _, end in spans) < latency_ms * len(answered), spans
     assert multi >= 2 and any(sum(map(len, b)) < len(threads) for b in planned.values()), planned
