@@ -7,7 +7,7 @@
     om worker                  the Faust worker (fold + model agents)
     om serve                   the HTTP read side (context windows)
     om produce FILE.jsonl      send chat messages (and the markers and commands of a conversation file)
-    om tail                    print lifecycle events as they happen
+    om tail [--namespace NS]   print lifecycle events as they happen (the running demo's namespace by default)
     om export --thread T       a thread's history in the log, as a conversation file for om simulate
     om export --resource R     (resource scope) every thread of a resource's memory, in log order
     om schema export [--check] write (or check) the JSON Schema files of the wire types
@@ -31,8 +31,8 @@ read (`om produce`, `om simulate`) or a thread with nothing to export is exit st
 One module per command group: `broker` (broker, topics), `servers` (worker, serve),
 `conversations` (produce, export), `tail`, `manual` (observe, reflect, title), `offline`
 (simulate, schema, config), `model`, `versions` (replay, versions, diff, switch, drop),
-`repartition` and `demo`;
-`app` builds the parser and runs a command.
+`repartition` and `demo`; `namespaces` chooses the namespace `tail`, `dlq` and `export` read
+(and refuses one without the topic); `app` builds the parser and runs a command.
 """
 
 from .app import build_parser, main

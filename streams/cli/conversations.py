@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..plural import plural
 from .common import EXIT_INPUT, CommandError, CommandMaker, settings_of, version_name
+from .namespaces import add_namespace_option, reading_settings, require_topic
 
 if TYPE_CHECKING:
     from omstream.schemas.messages import Message
@@ -59,11 +60,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from ..export import export
+    from ..topics import Topics
 
-    settings = settings_of(args)
+    settings = reading_settings(args)
     if args.thread is None and (settings.om.scope != "resource" or args.resource is None):
         raise CommandError("name the thread with --thread (in resource scope, --resource alone exports the "
                            "resource's whole memory)", EXIT_INPUT)
+    asyncio.run(require_topic(settings, Topics.of(settings).log, "export"))
     with tqdm(unit="rec", desc="reading the log", disable=None, leave=False, file=sys.stderr) as bar:
         def show(done: int, total: int) -> None:
             bar.total = total
@@ -105,4 +108,5 @@ def add_commands(command: CommandMaker) -> None:
                    "whole memory)")
     p.add_argument("--version", type=version_name, help="the memory version whose dead letters "
                    "(refused records) are left out (default: omstream.version, normally live)")
+    add_namespace_option(p)
     p.set_defaults(func=cmd_export)

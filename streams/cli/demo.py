@@ -4,6 +4,10 @@ Starts (or reuses) the local broker, creates the topics, starts the worker and t
 as child processes, produces the demo conversation, prints the lifecycle events until every
 message is accounted for, then prints the context and dashboard URLs and keeps serving until Ctrl-C.
 
+Each run has a namespace of its own (`demo-YYYYMMDD-HHMMSS`); the demo prints it with the exact
+`om tail --namespace ...` line, and records it while it runs so that `om tail`, `om dlq` and
+`om export` without a namespace of their own read it (`namespaces`).
+
 The Observer and Reflector are `local/qwen2.5-1.5b` (installed on first use, 1.1 GB) unless
 `--model` names another: a hosted litellm model (with its key in the environment), or
 `scripted` for the deterministic scripted models the tests use.
@@ -26,13 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..plural import plural
 from .common import EXAMPLES, CommandError, CommandMaker, port_number, settings_of
+from .namespaces import forget_demo, record_demo
 from .tail import tail
 
 if TYPE_CHECKING:
     from ..conversation import ConversationRecord
     from ..settings import Settings
 
-__all__ = ["SCRIPTED", "add_commands", "demo_models", "run_demo"]
+__all__ = ["SCRIPTED", "add_commands", "demo_models", "follow_hint", "run_demo"]
 
 
 def _get(url: str) -> dict[str, Any] | None:
@@ -123,13 +128,16 @@ def run_demo(settings: Settings, conversation: Path, *, stay: bool, model: str |
         broker.start()
     asyncio.run(broker.wait_ready())
     asyncio.run(ensure_topics(settings))
+    base = f"http://{settings.web_host}:{settings.web_port}"
+    # Readers started elsewhere find this run's namespace while it runs (`namespaces`).
+    record_demo(settings, base)
     print(f"    broker ready at {broker.bootstrap}; namespace {settings.namespace}", flush=True)
+    print(f"    from another shell, while the demo runs: {follow_hint(settings)}", flush=True)
     print("2/5 starting the worker and the web server ...", flush=True)
     worker_log = settings.data_dir / "worker.log"
     log_start = worker_log.stat().st_size if worker_log.exists() else 0
     children = [start_child(settings, "worker", worker_log),
                 start_child(settings, "serve", settings.data_dir / "web.log")]
-    base = f"http://{settings.web_host}:{settings.web_port}"
     try:
         deadline = time.monotonic() + 60
         while _get(f"{base}/healthz") is None:
@@ -162,16 +170,25 @@ def run_demo(settings: Settings, conversation: Path, *, stay: bool, model: str |
             return 0 if done else 1
         print(f"serving the dashboard at {base}/ ; press Ctrl-C to stop the worker, the web server and the broker",
               flush=True)
+        print(f"    meanwhile, from another shell: {follow_hint(settings)}", flush=True)
         while all(c.poll() is None for c in children):
             time.sleep(1)
         return 1
     except KeyboardInterrupt:
         return 0
     finally:
+        forget_demo()
         for child in children:
             stop_child(child)
         if owned_broker:
             broker.stop()
+
+
+def follow_hint(settings: Settings) -> str:
+    """The commands that read this run's namespace, as a user types them."""
+    return (f"om tail (or om dlq list, om export --thread T) reads it; elsewhere, or after: "
+            f"om tail --namespace {settings.namespace} --from-beginning "
+            f"(or OM_NAMESPACE={settings.namespace})")
 
 
 def _worker_ready(log: Path, start: int, worker: subprocess.Popen[bytes], timeout: float = 120) -> bool:
@@ -225,7 +242,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def add_commands(command: CommandMaker) -> None:
-    p = command("demo", help="run broker, worker and web with the demo conversation (offline, local model)")
+    p = command("demo", help="run broker, worker and web with the demo conversation (offline, local model)",
+                description="Run the local broker, a worker and the web server, play the demo conversation "
+                "and print its lifecycle events, then serve the dashboard until Ctrl-C. Each run writes "
+                "into a namespace of its own (demo-YYYYMMDD-HHMMSS), printed with the line that follows it "
+                "from another shell; while the demo runs, om tail, om dlq and om export without a "
+                "namespace of their own read the demo's.")
     p.add_argument("--exit", action="store_true", help="stop everything once the demo has been shown")
     p.add_argument("--port", type=port_number, help="web server port (default: omstream.web_port)")
     p.add_argument("--model", help="observer and reflector: a litellm model (its key in the "

@@ -16,14 +16,15 @@ import argparse
 import asyncio
 import base64
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from ..plural import plural
-from .common import EXIT_INPUT, CommandError, CommandMaker, settings_of, version_name
+from .common import EXIT_INPUT, CommandError, CommandMaker, version_name
+from .namespaces import add_namespace_option, reading_settings, require_topic
 
 if TYPE_CHECKING:
     from omstream.schemas.dead_letters import DeadLetter
@@ -81,15 +82,12 @@ async def read_letters(settings: Settings, version: str | None = None) -> list[L
 
     from omstream.schemas.dead_letters import DeadLetter
 
-    from ..topics import partitions_of, read_until_end
+    from ..topics import read_until_end
 
     topic = _dlq_topic(settings, version)
-    layout = await partitions_of(settings.bootstrap, [topic])
-    if not layout.get(topic):
-        raise CommandError(f"no dead-letter topic {topic} in namespace {settings.namespace!r}: check the "
-                           "namespace and --version", EXIT_INPUT)
+    partitions = await require_topic(replace(settings, version=version) if version else settings, topic, "dlq list")
     letters = []
-    async for record in read_until_end(settings.bootstrap, topic, layout[topic]):
+    async for record in read_until_end(settings.bootstrap, topic, partitions):
         try:
             letters.append(Letter(record.partition, record.offset, DeadLetter.model_validate_json(record.value or b"")))
         except ValidationError:
@@ -121,7 +119,7 @@ def _one_line(text: str, limit: int) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    settings = settings_of(args)
+    settings = reading_settings(args)
     letters = [x for x in asyncio.run(read_letters(settings, args.version))
                if (args.code is None or x.letter.code == args.code)
                and (args.thread is None or x.thread_id == args.thread)]
@@ -172,7 +170,7 @@ async def opened_record(settings: Settings, raw: bytes, key: str | None) -> tupl
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    settings = settings_of(args)
+    settings = reading_settings(args)
     x = _find(settings, args)
     raw, sealed = asyncio.run(opened_record(settings, x.letter.original(), x.letter.key))
     view = {**x.summary(), "record": _record_view(raw)}
@@ -239,7 +237,7 @@ async def _send(settings: Settings, record: Any) -> Any:
 def cmd_resend(args: argparse.Namespace) -> int:
     from ..topics import Topics
 
-    settings = settings_of(args)
+    settings = reading_settings(args)
     x = _find(settings, args)
     log_topic = Topics.of(settings).log
     if x.letter.source.topic != log_topic:
@@ -272,6 +270,7 @@ def add_commands(command: CommandMaker) -> None:
         sub.add_argument("--log-level", default=argparse.SUPPRESS, choices=["debug", "info", "warning", "error"])
         sub.add_argument("--version", type=version_name, help="the memory version whose dead letters to read "
                          "(default: omstream.version, normally live)")
+        add_namespace_option(sub)
         return sub
 
     from typing import get_args

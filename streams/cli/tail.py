@@ -14,7 +14,8 @@ from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, TextIO
 
 from ..plural import plural
-from .common import CommandMaker, settings_of
+from .common import CommandMaker
+from .namespaces import add_namespace_option, reading_settings, require_topic
 
 if TYPE_CHECKING:
     from omstream.schemas.events import Event
@@ -120,8 +121,13 @@ async def tail(settings: Settings, *, thread: str | None, from_beginning: bool, 
 
 
 def cmd_tail(args: argparse.Namespace) -> int:
+    from ..topics import Topics
+
+    settings = reading_settings(args)
+    # A consumer of a topic that does not exist waits for it forever, silently: refused first.
+    asyncio.run(require_topic(settings, Topics.of(settings).events, "tail"))
     try:
-        asyncio.run(tail(settings_of(args), thread=args.thread, from_beginning=args.from_beginning,
+        asyncio.run(tail(settings, thread=args.thread, from_beginning=args.from_beginning,
                          as_json=args.json, count=args.count, statuses=not args.no_status,
                          messages=not args.no_messages))
     except KeyboardInterrupt:
@@ -130,7 +136,12 @@ def cmd_tail(args: argparse.Namespace) -> int:
 
 
 def add_commands(command: CommandMaker) -> None:
-    p = command("tail", help="print lifecycle events as they happen")
+    p = command("tail", help="print lifecycle events as they happen",
+                description="Print the lifecycle events of <ns>.events as they happen, one line each "
+                "(Ctrl-C stops). The namespace: --namespace, else OM_NAMESPACE or omstream.namespace, "
+                "else that of the om demo running on the same broker (said on stderr). A namespace "
+                "without the topic is refused at once, naming the namespaces the broker has (exit 1).")
+    add_namespace_option(p)
     p.add_argument("--thread", help="only this thread")
     p.add_argument("--from-beginning", action="store_true", help="start at the first event")
     p.add_argument("--json", action="store_true", help="print the raw JSON records")
