@@ -33,6 +33,7 @@ import asyncio
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from omstream import Message, OmClient, load_settings
 from omstream.feed_reader import FeedEvent
@@ -90,7 +91,7 @@ class Feed:
             await self.news.wait_for(lambda: message_id in self.accepted)
 
 
-async def reply_to(model: str, chat: list[dict], recall: RecallTool, wait: float) -> str:
+async def reply_to(model: str, chat: list[dict[str, Any]], recall: RecallTool, wait: float) -> str:
     """The model's reply, after answering the recall calls it makes (a model without tools, as
     the scripted one, just replies)."""
     for _ in range(MAX_TOOL_ROUNDS):
