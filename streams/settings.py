@@ -66,97 +66,137 @@ ROLES = ("all", "fold", "models")  # what `om worker` runs (`omstream.worker.rol
 
 @dataclass(frozen=True)
 class Settings:
+    """The `[omstream]` table: where things run.  Each field is a key of the table and an `OM_*`
+    environment variable (its name upper-cased), which wins over the file.
+
+    The docstring under each field is its description: `omstream.schemas.config.reference` reads
+    these docstrings (with `ast`, as pydantic reads the option models') for the generated
+    configuration reference, so the meaning of a key is written once, here, beside its default.
+    """
+
     namespace: str = "om"
-    # The memory version (omstream.topics): its outputs, group and state carry the name.
+    """Prefix of every topic, consumer group and table: letters, digits, `.`, `_` or `-`."""
     version: str = LIVE
-    # How the version applies model results: "follow" the log's order (the live version, and a
-    # replay under the live configuration) or "settled" (a replay under another configuration:
-    # each result before the memory's next input).  `om replay` chooses it.
+    """The memory version this process folds or serves (`om replay` makes others): its outputs,
+    consumer group and state carry the name; `live` keeps the names without a version."""
     fold_mode: str = "follow"
-    # The threads this version folds (thread ids separated by commas); empty: every thread.
-    # Another thread's records are passed over (`om replay --threads`).
+    """How the version applies model results: `follow` the log's order (the live version, and a
+    replay under the live configuration) or `settled` (a replay under another configuration:
+    each result before the memory's next input).  `om replay` chooses it."""
     only_threads: str = ""
-    # In resource scope, the resources this version folds (ids separated by commas); empty: every
-    # resource (`om replay --resources`).
+    """The threads this version folds (thread ids separated by commas); empty: every thread.
+    Another thread's records are passed over (`om replay --threads`)."""
     only_resources: str = ""
+    """In resource scope, the resources this version folds (ids separated by commas); empty:
+    every resource (`om replay --resources`)."""
     bootstrap: str = "127.0.0.1:9092"
+    """The Kafka brokers, `host:port` (several separated by commas).  Set nowhere, it follows
+    `broker_port` (the local broker `om broker start` runs)."""
     partitions: int = 4
+    """Partitions of the topics `om` creates: how many fold workers can share the work."""
     data_dir: Path = Path(".omstream")
+    """Where local state lives (the fold's RocksDB tables, the local broker's data, the
+    result-signing key); a relative path is taken from the working directory."""
     web_host: str = "127.0.0.1"
+    """The address `om serve` listens on; one that is not loopback requires `api_tokens`."""
     web_port: int = 8765
+    """The port `om serve` listens on."""
     broker_port: int = 9092
+    """The client port of the local broker `om broker start` runs."""
     controller_port: int = 9093
+    """The KRaft controller port of the local broker."""
     model_retries: int = 8
+    """Retries of a model call that failed for a reason worth retrying (rate limit, timeout,
+    server error) before its job answers with a failed result."""
     retry_base_ms: float = 1000.0
-    # Model jobs a model agent answers at once: sized for hosted providers, whose calls take
-    # seconds (at 2 s a call, 4 at once bound a deployment to 2 cycles/s; README "Scaling out").
-    # Each model's own limit (`model_limits`, else this) narrows on rate limits
-    # (`omstream.models.admission`); a local model answers as many as its `local_slots`, and a
-    # job waiting for a slot is not on its deadline.
+    """The first wait before a model call is retried, in milliseconds; each further retry waits
+    twice as long (with jitter, up to a cap)."""
     model_concurrency: int = 32
-    # Calls at once per model, `model=N` entries separated by commas
-    # ("openai/gpt-4o-mini=16, anthropic/claude-3-5-haiku-latest=4"); unnamed: model_concurrency.
+    """Model jobs a model agent answers at once: sized for hosted providers, whose calls take
+    seconds (at 2 s a call, 4 at once bound a deployment to 2 cycles/s).  Each model's own limit
+    (`model_limits`, else this) narrows on rate limits; a local model answers as many as its
+    `local_slots`, and a job waiting for a slot is not on its deadline."""
     model_limits: str = ""
-    # Signs model results (omstream.signing); empty: a key kept in data_dir. Never printed.
+    """Calls at once per model, `model=N` entries separated by commas
+    (`"openai/gpt-4o-mini=16, anthropic/claude-3-5-haiku-latest=4"`); a model not named:
+    `model_concurrency`."""
     result_key: str = field(default="", repr=False)
-    # Wraps every per-memory data key (omstream.crypto.wrapping): keys separated by commas, the
-    # first wraps, all unwrap (rotation); or a file of one key a line.  Never printed.
+    """The key that signs model results (`omstream.signing`), so the fold applies only results a
+    model agent of the deployment wrote; empty: a key kept in `data_dir`.  Never printed."""
     namespace_key: str = field(default="", repr=False)
+    """Wraps every per-memory data key (`omstream.crypto`): keys separated by commas, the first
+    wraps and all unwrap (rotation).  Never printed."""
     namespace_key_file: str = ""
-    # How soon a shredded data key is compacted out of `<ns>.keys` (its segment.ms and
-    # max.compaction.lag.ms, set when the topic is created; topics.keys_config).
+    """A file of namespace keys, one a line, read instead of `namespace_key`."""
     shred_window_ms: int = 60_000
-    # Input limits (omstream.limits has the table of their meanings and dead-letter codes).
+    """How soon a shredded data key is compacted out of `<ns>.keys` (its `segment.ms` and
+    `max.compaction.lag.ms`, set when the topic is created)."""
     max_record_bytes: int = _LIMITS.max_record_bytes
+    """Input limit: the size of a record of `<ns>.log`, in bytes; a bigger one is dead-lettered
+    as `too-large`."""
     max_depth: int = _LIMITS.max_depth
+    """Input limit: JSON nesting depth of a record; a deeper one is dead-lettered as
+    `too-deep`."""
     max_parts: int = _LIMITS.max_parts
+    """Input limit: parts per message; more is dead-lettered as `too-many-parts`."""
     max_text_chars: int = _LIMITS.max_text_chars
+    """Input limit: characters per part; more is dead-lettered as `text-too-long`."""
     max_clock_skew_ms: int = _LIMITS.max_clock_skew_ms
+    """Input limit: how far a message's `createdAt` may lie after its record's timestamp; further
+    is dead-lettered as `future-time`."""
     max_held: int = _LIMITS.max_held
-    # A model job that has not answered after this long answers with a failed result ('deadline').
+    """Inputs a memory may hold while a blocking cycle runs; beyond it a record the fold would
+    hold is dead-lettered as `memory-busy`."""
     job_deadline_ms: int = 300_000
-    # The fold agent folds what was delivered, up to batch_max records at a time; a batch that
-    # finds one record waiting waits batch_wait_ms once for more.  What a batch changes is
-    # written (and its outputs awaited) once.
+    """A model job that has not answered after this long answers with a failed result
+    (`deadline`)."""
     batch_max: int = 500
+    """The fold agent folds what was delivered, up to this many records at a time; what a batch
+    changes is written (and its outputs awaited) once."""
     batch_wait_ms: float = 5.0
-    # At most this many of a batch's records belong to one memory (its others wait for the next
-    # batches, round robin), so a busy memory does not slow the others of its partition.
+    """A batch that finds one record waiting waits this long, once, for more."""
     memory_batch_max: int = 32
-    # How many memories the fold agent keeps as it last wrote them, so a busy one is not read
-    # back from the store for every batch; 0: read every batch's memories from the store.
+    """At most this many of a batch's records belong to one memory (its others wait for the next
+    batches, round robin), so a busy memory does not slow the others of its partition."""
     state_cache: int = 1000
-    # Static group membership (Kafka's group.instance.id): a worker restarted under the same id
-    # takes its partitions back at once instead of after the session timeout.  Give each worker
-    # of a namespace its own; empty: dynamic membership.
+    """How many memories the fold agent keeps as it last wrote them, so a busy one is not read
+    back from the store for every batch; 0: read every batch's memories from the store."""
     instance_id: str = ""
-    # How many other fold workers keep a copy of each partition's state table up to date (Faust's
-    # table_standby_replicas): one of them takes a dead worker's partition over without reading
-    # its changelog (README "Scaling out" has the takeover times, measured).  Off by default:
-    # Faust's standby copies can miss a stretch of the changelog (tests/unit/worker/
-    # test_standby_recovery.py), and a worker that takes over from such a copy loses memories.
+    """Static group membership (Kafka's `group.instance.id`): a worker restarted under the same
+    id takes its partitions back at once instead of after the session timeout.  Give each worker
+    of a namespace its own; empty: dynamic membership."""
     standby_replicas: int = 0
-    # What `om worker` runs (`omstream.worker.roles`): "all" (the fold and model agents in one
-    # process), "fold" (the fold agent alone: no litellm, no local model) or "models" (the model
-    # agents alone: no state table, the input log not consumed).
+    """How many other fold workers keep a copy of each partition's state table up to date
+    (Faust's `table_standby_replicas`), so one can take a dead worker's partition over without
+    reading its changelog.  Off by default: Faust's standby copies can miss a stretch of the
+    changelog (tests/unit/worker/test_standby_recovery.py), and a worker that takes over from
+    such a copy loses memories."""
     role: str = "all"
-    # Where `om model install` puts a local model's weights and `local/<name>` loads them from;
-    # empty: $XDG_DATA_HOME/omstream/models (one copy per user, whatever the data_dir).
+    """What `om worker` runs (`omstream.worker.roles`): `all` (the fold and model agents in one
+    process), `fold` (the fold agent alone: no litellm, no local model) or `models` (the model
+    agents alone: no state table, the input log not consumed)."""
     model_dir: str = ""
-    # Model slots of the in-process local model server (requests decoded at once), and the
-    # context length of each.
+    """Where `om model install` puts a local model's weights and `local/<name>` loads them from;
+    empty: `$XDG_DATA_HOME/omstream/models` (one copy per user, whatever the `data_dir`)."""
     local_slots: int = 1
+    """Model slots of the in-process local model server: requests decoded at once."""
     local_context: int = 16_384
-    # What embeds observation groups for the recall tool's search (omstream.embedding): a local
-    # model (`local/wordllama`, `local/e5-small`) or any litellm embedding model; the index is
-    # per embedder, so another one is an index rebuilt from the events.
+    """The context length of each local model slot, in tokens (at least 2048)."""
     embedder: str = "local/wordllama"
-    # Who may read what from `om serve` (omstream.api_tokens): tokens bound to resource ids, here
-    # and in a file of `TOKEN = R1, R2` lines.  Required on an address that is not loopback.
+    """What embeds observation groups for the recall tool's search (`omstream.embedding`): a local
+    model (`local/wordllama`, `local/e5-small`) or any litellm embedding model; the index is per
+    embedder, so another one is an index rebuilt from the events."""
     api_tokens: TokenGrants = field(default=(), repr=False)
+    """Who may read what from `om serve` (`omstream.api_tokens`): tokens bound to resource ids or
+    `*`, as a table (`api_tokens = {"<token>" = ["u1", "u2"]}`) or, in `OM_API_TOKENS`, entries
+    `TOKEN = R1, R2` separated by `;`.  Required on an address that is not loopback.  Never
+    printed."""
     api_tokens_file: str = ""
+    """A file of `TOKEN = R1, R2` lines, read with `api_tokens`."""
     om: OmConfig = field(default_factory=OmConfig)
+    """The `[observationalMemory]` table (not an `[omstream]` key)."""
     config_file: Path | None = None
+    """The settings file read, if any (`--config`, `OM_CONFIG`; not an `[omstream]` key)."""
 
     @property
     def thread_filter(self) -> frozenset[str]:

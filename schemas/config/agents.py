@@ -26,7 +26,10 @@ class ContinuationHints(Options):
     """Which built-in hint extractors run; an omitted one stays on."""
 
     current_task: bool = True
+    """The `current-task` extractor: what the agent is working on, kept in the thread's metadata
+    and shown to the agent."""
     suggested_response: bool = True
+    """The `suggested-response` extractor: how the agent might continue, kept and shown likewise."""
 
     def __bool__(self) -> bool:
         # `if hints:` reads "does any hint run", the same question as for the plain `true`.
@@ -85,24 +88,65 @@ class ObservationConfig(Options):
     """`observation`: when the Observer runs and how it is called."""
 
     model: ModelSpec | None = None
+    """The Observer's model (a name, a fallback list or a router by input size); unset: the
+    top-level `model`, else `reflection.model`, else `google/gemini-2.5-flash`."""
     instruction: str | None = None
+    """Text appended to the Observer's system prompt under `=== CUSTOM INSTRUCTIONS ===`."""
     thread_title: bool = False
+    """Add the built-in `thread-title` extractor: a proposed title of 3 characters or more that
+    differs from the current one retitles the thread (`data-om-thread-update`), unless the title
+    is pinned."""
     extract: Extractors = ()
+    """Extractors: values the Observer pulls out of each observation besides its text (spec §9);
+    their slugs must differ."""
     manage_working_memory: bool = False
+    """Add the `working-memory` extractor: the Observer rewrites the thread's working-memory
+    document (`workingMemory`)."""
     observe_attachments: Annotated[
         bool | Literal["auto"] | tuple[str, ...], BeforeValidator(_attachments)] = True
+    """Which images and files of the observed messages the Observer model receives besides their
+    placeholders: `true` all, `false` none, a list of mime patterns (`"image/*"`,
+    `"application/pdf"`, `"*"`) those that match, `"auto"` all when the observer model takes image
+    input, none when it takes text only."""
     message_tokens: int = 30_000
+    """The observation threshold: unobserved message tokens at which the Observer runs."""
     max_tokens_per_batch: int = 10_000
+    """Resource scope: the threads of one observation are sent in batches of about this many
+    tokens, one observer call per batch (a bigger thread is a batch alone)."""
     model_settings: ModelSettings = {}
+    """Settings of the Observer's calls (`temperature`, `maxOutputTokens`, other keys passed on).
+    By default temperature 0.3 when the model takes one, and `maxOutputTokens` 100 000 when the
+    model is unset, `"default"` or a router."""
     provider_options: ProviderOptions | None = None
+    """Options per provider, passed to the Observer's calls; unset:
+    `{google = {thinkingConfig = {thinkingBudget = 215}}}`.  Given, it replaces that default
+    whole."""
     buffer_tokens: int | float | Literal[False] = 0.2
+    """Async buffering: observe in the background every this many new message tokens before the
+    threshold.  Below 1 a ratio of `messageTokens` (0.2 is 6 000 of 30 000), 1 or more a token
+    count below `messageTokens`; `false` turns all async buffering off (observation and
+    reflection)."""
     buffer_on_idle: bool = False
+    """Buffer the unobserved messages in the background at the end of every turn."""
     buffer_activation: int | float = 0.8
+    """How much activation removes from the context: up to 1 the share of the threshold's
+    messages replaced by their buffered observations (0.8 keeps 6 000 of 30 000 tokens), 1 000 or
+    more the message tokens to keep (below `messageTokens`)."""
     activate_after_idle: IdleOption = None
+    """As the top-level `activateAfterIdle`, for observations; unset: the top-level value."""
     activate_on_provider_change: bool | None = None
+    """As the top-level `activateOnProviderChange`, for observations; unset: the top-level value."""
     block_after: int | float | None = None
+    """The safety net of async buffering: when the unobserved tokens are still at or above it
+    after activation, a blocking observation runs.  From 1 to below 100 a multiplier of
+    `messageTokens`, 100 or more a token count (at least `messageTokens`); unset: 1.2 with
+    buffering on.  Needs `bufferTokens`."""
     previous_observer_tokens: int | Literal[False] = 2_000
+    """How many tokens of the previous observations the Observer is shown (the newest); 0: none,
+    `false`: all of them."""
     continuation_hints: bool | ContinuationHints = True
+    """The built-in hint extractors (`current-task`, `suggested-response`): `true` both, `false`
+    neither, or a table choosing each."""
 
     @field_validator("message_tokens", "max_tokens_per_batch", mode="before")
     @classmethod
@@ -149,16 +193,39 @@ class ReflectionConfig(Options):
     """`reflection`: when the Reflector condenses the observations and how it is called."""
 
     model: ModelSpec | None = None
+    """The Reflector's model (a name, a fallback list or a router by input size); unset: the
+    top-level `model`, else `observation.model`, else `google/gemini-2.5-flash`."""
     instruction: str | None = None
+    """Text appended to the Reflector's system prompt under `=== CUSTOM INSTRUCTIONS ===`."""
     extract: Extractors = ()
+    """Extractors: values the Reflector pulls out of each reflection besides its text (spec §9);
+    their slugs must differ."""
     observation_tokens: int = 40_000
+    """The reflection threshold: observation tokens at which the Reflector condenses them."""
     model_settings: ModelSettings = {}
+    """Settings of the Reflector's calls (`temperature`, `maxOutputTokens`, other keys passed on).
+    By default temperature 0 when the model takes one, and `maxOutputTokens` 100 000 when the
+    model is unset, `"default"` or a router."""
     provider_options: ProviderOptions | None = None
+    """Options per provider, passed to the Reflector's calls; unset:
+    `{google = {thinkingConfig = {thinkingBudget = 1024}}}`.  Given, it replaces that default
+    whole."""
     buffer_activation: int | float = 0.5
+    """A ratio of `observationTokens` in (0, 1]: background reflection starts there (0.5: at
+    20 000 tokens), with async buffering on."""
     activate_after_idle: IdleOption = None
+    """Activate a buffered reflection once the thread has been idle this long: as the top-level
+    `activateAfterIdle` (which applies to observations only)."""
     activate_on_provider_change: bool = False
+    """Activate a buffered reflection when the actor's model differs from the one that last
+    answered, as the top-level `activateOnProviderChange`."""
     block_after: int | float | None = None
+    """Above it a blocking reflection runs when no buffered reflection could activate.  From 1 to
+    below 100 a multiplier of `observationTokens`, 100 or more a token count; unset: 1.2 with
+    buffering on."""
     continuation_hints: bool | ContinuationHints = True
+    """The built-in hint extractors of the Reflector (`current-task`, `suggested-response`):
+    `true` both, `false` neither, or a table choosing each."""
 
     @field_validator("observation_tokens", mode="before")
     @classmethod

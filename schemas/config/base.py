@@ -13,5 +13,8 @@ class Options(BaseModel):
     must stop start-up, not be ignored), and read in camelCase or snake_case."""
 
     model_config = ConfigDict(
-        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
+        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True,
+        # The docstring under a field is the option's description: the generated configuration
+        # reference (`reference.py`, the manual's reference/configuration.md) prints it.
+        use_attribute_docstrings=True,
     )

@@ -58,15 +58,31 @@ class ExtractorConfig(Options):
     """
 
     name: str
-    #: Text, or (from Python) a function of the runtime context `{source, threadId, resourceId}`;
-    #: in a file, a space-free `"module:function"` string is such a function's reference.
+    """The extractor's name; its slug (lowercase, other characters as `-`: `"User profile"` →
+    `user-profile`) names the value's block, event field and metadata key, and must not be
+    reserved."""
     instructions: str | Callable[..., Any] | None = None
+    """What to extract and when to update it: text, or (from Python) a function of the runtime
+    context `{source, threadId, resourceId}`; in a file, a space-free `"module:function"` string
+    is such a function's reference.  Required unless `mode = "hook"`."""
     schema_: SchemaOption = Field(default=None, alias="schema")
+    """Makes the extractor *structured*: a JSON Schema object, or a `"module:PydanticModel"`
+    reference; the value comes from a follow-up model call and is validated against it.
+    Unset: *inline*, a `<slug>` block in the model's answer."""
     include_previous_extraction: bool = True
+    """Show the value extracted last time to the next run."""
     metadata_key_path: str | Literal[False] | None = None
+    """Where the value is kept in the thread's OM metadata: dot-separated names; unset:
+    `extracted.<slug>`; `false`: not stored."""
     mode: Literal["hook"] | None = None
+    """`"hook"`: extract nothing, only call `onExtracted` with the observations (no instructions
+    or schema then)."""
     on_extracted: Reference | Callable[..., Any] | None = None
+    """A function (`"module:function"`) called with each extracted value inside the fold; what it
+    returns replaces the value, and a raise fails this value alone.  Keep it deterministic, or a
+    replay decides differently."""
     retry_structured_extraction_on_empty_object: bool = False
+    """Ask a structured extractor's follow-up call once more when it answers an empty object."""
 
     _code_by_name = field_serializer("instructions", "schema_", "on_extracted")(
         lambda self, value: code_name(value))

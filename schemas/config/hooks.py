@@ -17,9 +17,16 @@ class HooksConfig(Options):
     """Lifecycle hooks (§13) as `"module:function"` references; `load()` imports them."""
 
     on_observation_start: Reference | None = None
+    """Called when an observation's model job starts (`observe`, `buffer`), with
+    `{threadId, resourceId, trigger}`."""
     on_observation_end: Reference | None = None
+    """Called when an observation's model job ends: the start payload plus `usage`
+    (`{inputTokens, outputTokens, totalTokens}`) and `providerMetadata` when the model reported
+    them, and `error` when the job failed."""
     on_reflection_start: Reference | None = None
+    """Called when a reflection's model job starts, with `{threadId, resourceId, trigger}`."""
     on_reflection_end: Reference | None = None
+    """Called when a reflection's model job ends, with the payload of `onObservationEnd`."""
 
     def references(self) -> dict[str, str]:
         """The hooks that are set, by their documented (camelCase) names."""

@@ -94,12 +94,20 @@ class ModelWithRetries(Options):
     """One entry of a fallback list: tried in order, each with its own retries and settings."""
 
     id: str | None = None
+    """A name for the entry, for logs."""
     model: ModelName
+    """The model's name (`"openai/gpt-5-mini"`, or `"default"`); the first entry's is the one OM
+    introspects the choice by (token counting, prompt-cache lifetime, temperature)."""
     max_retries: int | None = None
+    """Retries of this entry before the next is tried (not supported yet: refused when set)."""
     enabled: bool = True
+    """`false` skips the entry; at least one entry must be enabled."""
     model_settings: ModelSettings = {}
+    """Call settings of this entry (not supported yet: refused when set)."""
     provider_options: ProviderOptions | None = None
+    """Provider options of this entry (not supported yet: refused when set)."""
     headers: dict[str, str] = {}
+    """HTTP headers of this entry's calls (not supported yet: refused when set)."""
 
     @field_validator("max_retries", mode="before")
     @classmethod
@@ -126,6 +134,8 @@ class ModelByInputTokens(Options):
     """
 
     up_to: dict[int | float, ModelName]
+    """Input-token limit → model name: a call goes to the first model whose limit is at least its
+    input tokens (limits are inclusive, written as strings in TOML: `"10000" = "model-a"`)."""
 
     @field_validator("up_to", mode="before")
     @classmethod

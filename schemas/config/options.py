@@ -26,40 +26,78 @@ _TOKEN_COUNTER = re.compile(r"^(?:tokenx|tiktoken(?::[\w.-]+)?)$")
 
 
 class RetrievalConfig(Options):
+    """`retrieval` as an object: observation groups and the recall tool (spec §12)."""
+
     vector: bool = False
+    """Embed each observation group into a search index, so recall's `search` mode finds
+    observations by meaning (the embedder is `[omstream] embedder`)."""
     scope: Literal["thread", "resource"] = "resource"
+    """What recall may read: every thread of the asking thread's resource (`"resource"`) or the
+    asking thread only (`"thread"`)."""
     instructions: str | None = None
+    """Text added to the agent's recall guidance, under `### Additional recall guidance`."""
 
 
 class OmConfig(Options):
     """The whole `observationalMemory` tree. `omstream.engine.resolution.resolve` gives the effective numbers."""
 
     enabled: bool = True
+    """`false` turns the memory off: messages reach the context raw, no cycle runs and no model
+    job is sent (`om observe` and `om reflect` are dead-lettered with the reason)."""
     model: ModelSpec | None = None
+    """The model of both the Observer and the Reflector: a name (`"openai/gpt-5-mini"`,
+    `"default"` for `google/gemini-2.5-flash`), a fallback list or a router by input size.
+    Cannot be combined with `observation.model` or `reflection.model`; unset, each agent takes its
+    own, then the other's, then the default model."""
     scope: Literal["thread", "resource"] = "thread"
+    """`"thread"`: one memory per thread.  `"resource"`: one memory for all the threads of a
+    resource (a user), keyed `resource:<resourceId>`; async buffering does not exist there."""
     activate_after_idle: IdleOption = None
+    """Activate what is buffered once the thread has been idle this long (event time, not the
+    clock): milliseconds, a duration (`"5m"`), `"auto"` (the prompt-cache lifetime of the actor
+    model's provider) or `false`.  Applies to observations; reflections take `reflection.activateAfterIdle`."""
     activate_on_provider_change: bool = False
+    """Activate what is buffered when the actor's model (its provider or model id) differs from
+    the one that last answered: a new model has no prompt cache to keep."""
     share_token_budget: bool = False
+    """Pool the two thresholds: messages may use what the observations leave of
+    `messageTokens + observationTokens`, and the other way round.  Needs
+    `observation.bufferTokens = false`."""
     temporal_markers: bool = False
+    """Insert a gap marker (a `data-om-temporal-gap` event and a reminder in the context) before a
+    message that comes 10 minutes or more after the one before it."""
     retrieval: bool | RetrievalConfig = False
+    """Observation groups and the recall tool: `true` for the defaults of the `retrieval` table
+    below, or that table."""
     hooks: HooksConfig = HooksConfig()
+    """Lifecycle hooks, as `"module:function"` references."""
     hook_execution: Literal["non-blocking", "await"] = "non-blocking"
-    # None = by scope: on in resource scope, off in thread scope (normative choice 7).
+    """`"non-blocking"`: hooks run as tasks the model job never waits for; `"await"`: the job
+    waits for them (async-buffer jobs always run them non-blocking).  A hook that raises is
+    logged and never fails the job."""
     obscure_thread_ids: bool | None = None
+    """Show thread ids to the models only as their xxhash32 (8 hex digits).  Unset: by scope, on
+    in resource scope and off in thread scope (normative choice 7)."""
     observation: ObservationConfig = ObservationConfig()
+    """When the Observer runs and how it is called."""
     reflection: ReflectionConfig = ReflectionConfig()
+    """When the Reflector condenses the observations and how it is called."""
     working_memory: WorkingMemoryConfig = WorkingMemoryConfig()
-    # omstream options: which counter decides thresholds, and the zone dates are rendered in.
+    """The working-memory document `observation.manageWorkingMemory` keeps (an omstream option)."""
     token_counter: str = "tiktoken"
+    """Which counter decides thresholds (an omstream option): `"tiktoken"` (exact, `o200k_base`),
+    `"tiktoken:<encoding>"`, or `"tokenx"` (the original's estimator, for parity)."""
     time_zone: str = "UTC"
-    # When thresholds are checked: at every step the producer reports (the original's timing),
-    # at every message (producers without an agent loop), or "auto": per message until the
-    # first step arrives, then per step.
+    """The IANA time zone dates are rendered in, in observations and markers (an omstream
+    option)."""
     check_thresholds_at: Literal["auto", "step", "message"] = "auto"
-    # omstream option: a blocking cycle whose start lies more than this before the event time of
-    # a later input of its memory fails ("deadline") and the held inputs are applied: a backstop
-    # for a result that never comes.  Milliseconds or a duration ("10m", "90s"); default 10 min.
+    """When thresholds are checked: at every step the producer reports (the original's timing),
+    at every message (producers without an agent loop), or `"auto"`: per message until the
+    thread's first step arrives, then per step."""
     cycle_deadline: int | float | str = "10m"
+    """A blocking cycle whose start lies more than this before the event time of a later input
+    of its memory fails (`deadline`) and the inputs it held are applied: a backstop for a model
+    result that never comes (an omstream option).  Milliseconds or a duration (`"10m"`, `"90s"`)."""
 
     @field_validator("cycle_deadline", mode="before")
     @classmethod

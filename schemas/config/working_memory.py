@@ -31,6 +31,9 @@ class WorkingMemoryConfig(Options):
     """
 
     template: str = WORKING_MEMORY_TEMPLATE
+    """The markdown document the Observer fills in and keeps up to date."""
     schema_: SchemaOption = Field(default=None, alias="schema")
+    """Keep a JSON object instead of markdown: a JSON Schema object or a `"module:PydanticModel"`
+    reference; the Observer returns it through a structured follow-up call."""
 
     _code_by_name = field_serializer("schema_")(lambda self, value: code_name(value))

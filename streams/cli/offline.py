@@ -63,7 +63,10 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 def cmd_config(args: argparse.Namespace) -> int:
     """Exit 0 with the resolved options as JSON, or 1 with one `path: problem` line per error:
-    of the file, its [omstream] table, its observationalMemory options and the OM_* variables."""
+    of the file, its [omstream] table, its observationalMemory options and the OM_* variables.
+    `reference` prints every key and option with its type, default and meaning (Markdown)."""
+    if args.action == "reference":
+        return _print_reference()
     from omstream.schemas.config import OmConfigError, load_om_config
 
     from ..engine.resolution import resolve
@@ -81,6 +84,15 @@ def cmd_config(args: argparse.Namespace) -> int:
     if problems:
         raise SettingsError(problems)
     print(orjson.dumps(resolve(om).to_json(), option=orjson.OPT_INDENT_2).decode())
+    return 0
+
+
+def _print_reference() -> int:
+    from omstream.schemas.config.reference import render_reference
+
+    from ..settings import ENV_PREFIX, Settings
+
+    print(render_reference(Settings, env_prefix=ENV_PREFIX), end="")
     return 0
 
 
@@ -109,9 +121,12 @@ def add_commands(command: CommandMaker) -> None:
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the files differ")
     p.set_defaults(func=cmd_schema)
 
-    p = command("config", help="check observationalMemory options and show the resolved values")
-    p.add_argument("action", choices=["check"], help="check: print the resolved options as JSON "
-                   "(exit 0), or every error as `option: problem and fix` on stderr (exit 1)")
+    p = command("config", help="check observationalMemory options and show the resolved values, "
+                "or list every option")
+    p.add_argument("action", choices=["check", "reference"], help="check: print the resolved options as "
+                   "JSON (exit 0), or every error as `option: problem and fix` on stderr (exit 1); "
+                   "reference: every [omstream] key and observationalMemory option with its type, default "
+                   "and meaning, as Markdown (the manual's configuration reference)")
     p.add_argument("file", nargs="?", help="JSON, TOML or YAML: a settings file, "
                    "{observationalMemory: {...}}, the bare options, or true/false (default: --config)")
     p.set_defaults(func=cmd_config)
