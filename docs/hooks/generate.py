@@ -6,26 +6,18 @@
 * reference/http.md: every route of `om serve`, from the OpenAPI document `schemas/openapi.json`
   (`omstream.schemas.openapi_reference`).
 
-It also shows mkdocstrings (reference/python.md) where the package is.  The repository's folders
-are one import package through setuptools' package-dir (streams/ is `omstream`, schemas/
-`omstream.schemas`, ...), which griffe, reading sources, cannot follow: it would look for
-`omstream.schemas` inside streams/.  As `.ci/lint` does for mypy, a tree of symbolic links named
-as the package (`.omstream/apidocs/omstream/`, rebuilt on every build) goes first on the Python
-handler's search paths.
-
 mkdocs.yml names this file under `hooks:`; the pages exist only in the built site.  An option
-without a description is a warning, which `mkdocs build --strict` turns into a failed build.
+without a description, or a missing OpenAPI document (the page then says it is missing), is a
+warning, which `mkdocs build --strict` turns into a failed build.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import shutil
 from pathlib import Path
 
 from mkdocs.config.defaults import MkDocsConfig
-from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File, Files
 
 from omstream.schemas.config.reference import render_reference, undocumented
@@ -37,9 +29,6 @@ log = logging.getLogger("mkdocs.hooks.generate")
 #: The checkout this hook belongs to (docs/hooks/generate.py → the repository).
 ROOT = Path(__file__).resolve().parents[2]
 OPENAPI = ROOT / "schemas" / "openapi.json"
-#: The folders that are subpackages of `omstream` (pyproject's package-dir), and the tree of links.
-SUBPACKAGES = ("schemas", "projections", "infra", "examples")
-API_TREE = ROOT / ".omstream" / "apidocs"
 CONFIGURATION_PAGE = "reference/configuration.md"
 HTTP_PAGE = "reference/http.md"
 
@@ -64,29 +53,6 @@ def _put(files: Files, config: MkDocsConfig, src_uri: str, content: str) -> None
     if existing is not None:
         files.remove(existing)
     files.append(File.generated(config, src_uri, content=content))
-
-
-def package_tree(root: Path = ROOT, tree: Path = API_TREE) -> Path:
-    """`tree/omstream/`: links to streams/'s entries and to the subpackage folders."""
-    package = tree / "omstream"
-    shutil.rmtree(tree, ignore_errors=True)
-    package.mkdir(parents=True)
-    for entry in sorted((root / "streams").iterdir()):
-        if entry.name != "__pycache__" and not entry.name.endswith(".egg-info"):
-            (package / entry.name).symlink_to(entry)
-    for folder in SUBPACKAGES:
-        if (root / folder).is_dir():
-            (package / folder).symlink_to(root / folder)
-    return tree
-
-
-@event_priority(100)  # before mkdocstrings' own on_config, which creates the handler from this
-def on_config(config: MkDocsConfig) -> MkDocsConfig:
-    plugin = config.plugins.get("mkdocstrings")
-    if plugin is not None:
-        python = plugin.config.handlers.setdefault("python", {})
-        python["paths"] = [str(package_tree()), *python.get("paths", [])]
-    return config
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
