@@ -107,7 +107,8 @@ class ObservationConfig(Options):
     """Which images and files of the observed messages the Observer model receives besides their
     placeholders: `true` all, `false` none, a list of mime patterns (`"image/*"`,
     `"application/pdf"`, `"*"`) those that match, `"auto"` all when the observer model takes image
-    input, none when it takes text only."""
+    input by litellm's model table, none when it takes text only, all when the table does not
+    know the model."""
     message_tokens: int = 30_000
     """The observation threshold: unobserved message tokens at which the Observer runs."""
     max_tokens_per_batch: int = 10_000

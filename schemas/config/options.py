@@ -61,8 +61,8 @@ class OmConfig(Options):
     the one that last answered: a new model has no prompt cache to keep."""
     share_token_budget: bool = False
     """Pool the two thresholds: messages may use what the observations leave of
-    `messageTokens + observationTokens`, and the other way round.  Needs
-    `observation.bufferTokens = false`."""
+    `messageTokens + observationTokens`, and the other way round.  Needs async buffering off
+    (`observation.bufferTokens = false`, or resource scope)."""
     temporal_markers: bool = False
     """Insert a gap marker (a `data-om-temporal-gap` event and a reminder in the context) before a
     message that comes 10 minutes or more after the one before it."""
