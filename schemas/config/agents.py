@@ -143,8 +143,9 @@ class ObservationConfig(Options):
     `messageTokens`, 100 or more a token count (at least `messageTokens`); unset: 1.2 with
     buffering on.  Needs `bufferTokens`."""
     previous_observer_tokens: int | Literal[False] = 2_000
-    """How many tokens of the previous observations the Observer is shown (the newest); 0: none,
-    `false`: all of them."""
+    """How many tokens of the previous observations the Observer is shown: a tail of recent lines
+    plus the newest important ones (🔴, ✅) that fit, hidden runs marked; 0: none, `false`: all of
+    them."""
     continuation_hints: bool | ContinuationHints = True
     """The built-in hint extractors (`current-task`, `suggested-response`): `true` both, `false`
     neither, or a table choosing each."""

@@ -64,8 +64,9 @@ class OmConfig(Options):
     `messageTokens + observationTokens`, and the other way round.  Needs async buffering off
     (`observation.bufferTokens = false`, or resource scope)."""
     temporal_markers: bool = False
-    """Insert a gap marker (a `data-om-temporal-gap` event and a reminder in the context) before a
-    message that comes 10 minutes or more after the one before it."""
+    """Insert a gap marker before a message that comes 10 minutes or more (in event time) after
+    the one before it: a reminder such as `2 hours 15 minutes later — 01/15/2026, 2:30 PM PST`,
+    counted with the messages, and an `om-temporal-gap` event."""
     retrieval: bool | RetrievalConfig = False
     """Observation groups and the recall tool: `true` for the defaults of the `retrieval` table
     below, or that table."""
