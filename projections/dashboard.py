@@ -3,6 +3,12 @@
     GET /                        the thread list (live)
     GET /threads/{threadId}      one memory: token windows, cycles, observations, timeline
     GET /static/{name}           the pages' scripts and style sheet
+    GET /dashboard/activity      what each memory is doing now (`projections/activity.py`): the
+                                 cycles in flight (label, wall-clock start), the buffered figures;
+                                 every thread the token may read, or `?threadId=` one of them
+
+Both pages show the live figures of `/dashboard/activity`, so they never disagree: the list's
+state column and the thread page's badges, its elapsed times and its Buffered card.
 
 The pages themselves are public: they hold no data.  Everything they show comes from the data
 routes (`/threads`, `/threads/{id}/context`, the SSE feeds), which check the token as any client's
@@ -12,11 +18,17 @@ browser's `EventSource` cannot send an `Authorization` header.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from importlib import resources
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from .access import public
+from .access import filtered, grant_of, public, resource_of
+from .activity import ActivityIndex
+
+if TYPE_CHECKING:
+    from .feed import ProjectionFeed
 
 __all__ = ["STATIC", "dashboard_routes"]
 
@@ -42,8 +54,32 @@ def _page(name: str) -> web.Response:
                         headers={"Cache-Control": "no-cache"})
 
 
-def dashboard_routes() -> web.RouteTableDef:
+def dashboard_routes(feed_of: Callable[[web.Request], Awaitable[ProjectionFeed]] | None = None) -> web.RouteTableDef:
+    """The pages, their files and (given `feed_of`, the version's feed of a request) their data."""
     routes = web.RouteTableDef()
+    indexes: dict[int, tuple[ProjectionFeed, ActivityIndex]] = {}  # by feed: one per version served
+
+    def index_of(feed: ProjectionFeed) -> ActivityIndex:
+        found = indexes.get(id(feed))
+        if found is None or found[0] is not feed:
+            found = indexes[id(feed)] = (feed, ActivityIndex(feed.history))
+        return found[1]
+
+    if feed_of is not None:
+        @routes.get("/dashboard/activity")
+        @filtered
+        async def activity(request: web.Request) -> web.Response:
+            feed = await feed_of(request)
+            grant, only = grant_of(request), request.query.get("threadId")
+            index = index_of(feed)
+            threads: dict[str, Any] = {}
+            for view in list(feed.projection.threads.values()):
+                if only is not None and view.thread_id != only:
+                    continue
+                if view.memory_key is None or (grant is not None and not grant.may_read(resource_of(view))):
+                    continue
+                threads[view.thread_id] = index.of(view.memory_key).answer()
+            return web.json_response({"threads": threads})
 
     @routes.get("/")
     @public

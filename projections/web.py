@@ -223,7 +223,7 @@ def build_web_app(feed: ProjectionFeed, versions: Versions | None = None,
     app.add_routes(routes)
     app.add_routes(feed_routes(feed_of))  # GET /threads/{threadId}/events, GET /events
     app.add_routes(recall_routes(feed_of, search))  # GET|POST /threads/{threadId}/recall
-    app.add_routes(dashboard_routes())  # GET /, GET /threads/{threadId}, GET /static/{name}
+    app.add_routes(dashboard_routes(feed_of))  # GET /, /threads/{threadId}, /static/{name}, /dashboard/activity
     return app
 
 

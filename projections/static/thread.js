@@ -3,8 +3,11 @@
 // The feed's events update what they carry themselves (token windows, cycles, failures,
 // generations, the title, the timeline); the context window (observations, unobserved messages,
 // hints, extracted values) is the read side's own answer, fetched again after each event that
-// can change it, so the page never re-implements the fold.  With the timeline's cursor on a past
-// event, the same panels show `context?asOf=SEQ` and only what happened up to that seq.
+// can change it, so the page never re-implements the fold.  What the memory is doing now (the
+// cycles in flight, their elapsed time, the Buffered card) is `/dashboard/activity`'s answer,
+// the one the thread list shows too (projections/activity.py), fetched again after each event.
+// With the timeline's cursor on a past event, the same panels show `context?asOf=SEQ` and only
+// what happened up to that seq.
 "use strict";
 
 (() => {
@@ -17,12 +20,13 @@
     lastSeq: 0,        // newest seq received: the resume point
     windows: null,     // the last status's token windows
     windowsAt: [],     // [seq, windows] of every status, for the windows as of a past seq
-    cycles: new Map(), // cycleId -> { kind, op, state, startSeq, endSeq, receivedAt, input, output, ... }
+    cycles: new Map(), // cycleId -> { kind, op, state, startSeq, endSeq, input, output, ... }
     activations: [],   // { seq, op, input, output, chunks, messages, trigger, at }
     failures: [],      // { seq, what, error, tokens, at }
     generations: [],   // { seq, generation, input, output, at } per reflection
     title: null,
     context: null,     // the live context answer
+    activity: null,    // the live /dashboard/activity answer for this thread
     deleted: false,
   };
   let asOf = null; // the `context?asOf=` answer while the cursor is pinned
@@ -69,7 +73,6 @@
     if (!(seq > S.lastSeq)) return;
     S.lastSeq = seq;
     const d = part.data;
-    const now = performance.now();
     switch (part.type) {
       case "data-om-status":
         S.windows = d.windows;
@@ -79,13 +82,13 @@
       case "data-om-buffering-start":
         S.cycles.set(part.id, {
           id: part.id, kind: part.type.includes("buffering") ? "buffering" : "sync", op: d.operationType,
-          state: "running", startSeq: seq, receivedAt: now, at: d.startedAt,
+          state: "running", startSeq: seq, at: d.startedAt,
           input: d.tokensToObserve ?? d.tokensToBuffer,
         });
         break;
       case "data-om-observation-end":
       case "data-om-buffering-end": {
-        const cycle = cycleOf(part, seq, now);
+        const cycle = cycleOf(part, seq);
         Object.assign(cycle, {
           state: "done", endSeq: seq, at: d.completedAt, durationMs: d.durationMs,
           input: d.tokensObserved ?? d.tokensBuffered, output: d.observationTokens, buffered: d.bufferedTokens,
@@ -97,7 +100,7 @@
       }
       case "data-om-observation-failed":
       case "data-om-buffering-failed": {
-        const cycle = cycleOf(part, seq, now);
+        const cycle = cycleOf(part, seq);
         Object.assign(cycle, { state: "failed", endSeq: seq, at: d.failedAt, durationMs: d.durationMs });
         S.failures.push({ seq, what: `${label(cycle)} failed`, error: d.error, tokens: d.tokensAttempted, at: d.failedAt });
         break;
@@ -125,13 +128,14 @@
     scheduleRender();
     // Status is every step's bulk and changes no context; the rest may (messages, cycles).
     if (part.type !== "data-om-status") scheduleContext();
+    if (part.type !== "data-om-message-accepted") scheduleActivity();
   }
 
   // A cycle whose start this page never saw (its history began later) still gets an entry.
-  function cycleOf(part, seq, now) {
+  function cycleOf(part, seq) {
     if (!S.cycles.has(part.id)) {
       S.cycles.set(part.id, { id: part.id, kind: part.type.includes("buffering") ? "buffering" : "sync",
-        op: part.data.operationType, startSeq: seq, receivedAt: now });
+        op: part.data.operationType, startSeq: seq });
     }
     return S.cycles.get(part.id);
   }
@@ -141,27 +145,42 @@
     return cycle.op === "reflection" ? "Reflection" : "Observation";
   }
 
-  // --- the context window (read side) -----------------------------------------------------
-  // One request at a time; events arriving meanwhile ask for one more after it.
-  let fetching = false;
-  let again = false;
-  async function scheduleContext() {
-    if (fetching) { again = true; return; }
-    fetching = true;
-    try {
-      do {
-        again = false;
-        try {
-          S.context = await om.getJson(`${base}/context`, { wait: 0 });
-        } catch (error) {
-          if (error.status !== 404) console.warn("context", error);
-        }
-        scheduleRender();
-      } while (again);
-    } finally {
-      fetching = false;
-    }
+  // --- the read side's answers -------------------------------------------------------------
+  // One request of each at a time; events arriving meanwhile ask for one more after it.
+  function refresher(fetchOnce) {
+    let fetching = false;
+    let again = false;
+    return async () => {
+      if (fetching) { again = true; return; }
+      fetching = true;
+      try {
+        do {
+          again = false;
+          await fetchOnce();
+          scheduleRender();
+        } while (again);
+      } finally {
+        fetching = false;
+      }
+    };
   }
+
+  const scheduleContext = refresher(async () => {
+    try {
+      S.context = await om.getJson(`${base}/context`, { wait: 0 });
+    } catch (error) {
+      if (error.status !== 404) console.warn("context", error);
+    }
+  });
+
+  const scheduleActivity = refresher(async () => {
+    try {
+      const { threads } = await om.getJson("/dashboard/activity", { threadId });
+      S.activity = threads[threadId] || null;
+    } catch (error) {
+      console.warn("activity", error);
+    }
+  });
 
   async function pinTo(seq) {
     if (seq === null) {
@@ -193,10 +212,13 @@
     const title = (context && context.title) || S.title;
     $("thread-title").textContent = title || "Untitled thread";
     document.title = `omstream · ${title || threadId}`;
+    const rows = cycleRows(at);
+    const counted = (kind) => rows.filter((r) => (r.kind === "activation") === (kind === "activation")).length;
+    // The header counts what the Cycles list lists (one derivation, `cycleRows`), failures apart.
     $("thread-meta").textContent = [
       `thread ${threadId}`, context && context.memoryKey, context && `generation ${context.generation}`,
-      context && plural(context.cycles, "cycle"), plural(S.lastSeq, "event"),
-      S.deleted ? "memory deleted" : null,
+      plural(counted("cycle"), "cycle"), counted("activation") ? plural(counted("activation"), "activation") : null,
+      plural(S.lastSeq, "event"), S.deleted ? "memory deleted" : null,
     ].filter(Boolean).join(" · ");
 
     const banner = $("asof-banner");
@@ -207,10 +229,10 @@
         ? `Viewing the memory as it was after event #${event.seq} (${event.type.replace(/^data-/, "")}, ${when(event.eventTime)}).`
         : `Viewing the memory as it was at #${pinned}.`;
     }
-    renderWindows(windows, statusSeq);
+    renderWindows(windows, statusSeq, pinned === null ? S.activity : null);
     renderActivity(at);
     renderContext(context);
-    renderCycles(at);
+    renderCycles(rows);
     renderFailures(at);
     renderGenerations(at);
   }
@@ -237,9 +259,11 @@
     if (projectedNode) projectedNode.style.width = threshold ? `${Math.min((projected || 0) / threshold, 1) * 100}%` : "0%";
   }
 
-  function renderWindows(windows, statusSeq) {
+  // Live, the Buffered card is /dashboard/activity's: the last status carried forward by the
+  // background cycles' ends and activations since, `running` only while one is in flight.
+  function renderWindows(windows, statusSeq, activity) {
     const active = windows ? windows.active : null;
-    const buffered = windows ? windows.buffered : null;
+    const buffered = activity ? activity.buffered : windows ? windows.buffered : null;
     const obs = buffered ? buffered.observations : {};
     const refl = buffered ? buffered.reflection : {};
     bar($("win-messages"), active && active.messages, obs.projectedMessageRemoval);
@@ -249,35 +273,42 @@
       : "unobserved messages against the observation threshold";
     const pill = (status) => el("span", { class: `pill ${status || "idle"}`, text: status || "idle" });
     fill($("buffered-kv"),
-      el("dt", { text: "observation chunks" }), el("dd", {}, pill(obs.status), " ", el("span", { id: "buffered-chunks", text: exact(obs.chunks) })),
+      el("dt", { text: "observation chunks" }), el("dd", {}, el("span", { id: "buffered-status" }, pill(obs.status)), " ",
+        el("span", { id: "buffered-chunks", "data-chunks": obs.chunks ?? 0, text: exact(obs.chunks) })),
       el("dt", { text: "messages covered" }), el("dd", { text: plural(obs.messageTokens, "token") }),
-      el("dt", { text: "projected removal" }), el("dd", { text: plural(obs.projectedMessageRemoval, "token") }),
+      el("dt", { text: "projected removal" }), el("dd", { text: obs.projectedMessageRemoval === null ? "at the next step"
+        : plural(obs.projectedMessageRemoval, "token") }),
       el("dt", { text: "buffered observations" }), el("dd", { text: plural(obs.observationTokens, "token") }),
       el("dt", { text: "reflection" }), el("dd", {}, pill(refl.status), " ",
         refl.status && refl.status !== "idle" ? compression(refl.inputObservationTokens || 0, refl.observationTokens || 0) : ""));
-    // Status is written once per step: cycles that ended since show in the list, not here yet.
-    $("buffered-sub").textContent = statusSeq === null ? "no step reported yet" : `as of the last step's status, #${statusSeq}`;
+    $("buffered-sub").textContent = activity
+      ? (activity.statusSeq === null ? "no step reported yet" : `the status of #${activity.statusSeq} and the cycles since, as of #${activity.seq}`)
+      : statusSeq === null ? "no step reported yet" : `as of the step's status, #${statusSeq}`;
   }
 
-  // Cycles in flight at `at`. Elapsed time counts from when this page saw the start: event
-  // times are the inputs' own clock (often a recorded conversation's), not the browser's.
+  // Cycles in flight. Live: /dashboard/activity's, each timed from its start event's append
+  // time (when the worker wrote it: event times are the inputs' own clock, a recorded
+  // conversation's in the demo, and a page opened late must not count from its own load).
+  // At a past seq: the cycles the feed had started and not ended by then, untimed.
+  const LABELS = { "buffering-observation": "buffering observations", "buffering-reflection": "buffering a reflection",
+    "sync-observation": "observing", "sync-reflection": "reflecting" };
   function renderActivity(at) {
-    const badges = [];
-    for (const cycle of S.cycles.values()) {
-      const open = cycle.startSeq <= at && !(cycle.endSeq <= at);
-      if (!open) continue;
-      const verb = cycle.kind === "buffering"
-        ? (cycle.op === "reflection" ? "buffering a reflection" : "buffering observations")
-        : (cycle.op === "reflection" ? "reflecting" : "observing");
-      const cls = cycle.kind === "buffering" ? "buffering" : cycle.op === "reflection" ? "reflecting" : "";
-      const elapsed = at === Infinity ? ` ${seconds(performance.now() - cycle.receivedAt)}` : "";
-      badges.push(el("span", { class: `badge running ${cls}`, "data-kind": cycle.kind, text: `${verb}${elapsed}` }));
-    }
-    if (!badges.length) badges.push(el("span", { class: "badge idle", text: "idle" }));
+    const live = at === Infinity;
+    const cycles = live
+      ? (S.activity ? S.activity.running : []).map((c) => ({ kind: c.kind === "buffering" ? "buffering" : "sync", op: c.operationType,
+        label: c.label, since: c.startedMs }))
+      : [...S.cycles.values()].filter((c) => c.startSeq <= at && !(c.endSeq <= at))
+        .map((c) => ({ kind: c.kind, op: c.op, label: LABELS[`${c.kind}-${c.op}`] }));
+    const badges = cycles.map((c) => {
+      const cls = c.kind === "buffering" ? "buffering" : c.op === "reflection" ? "reflecting" : "";
+      const elapsed = live && c.since ? ` ${seconds(Math.max(Date.now() - c.since, 0))}` : "";
+      return el("span", { class: `badge running ${cls}`, "data-kind": c.kind, "data-label": c.label, text: `${c.label}${elapsed}` });
+    });
+    if (!badges.length) badges.push(el("span", { class: "badge idle", "data-label": "idle", text: "idle" }));
     fill($("activity"), badges);
   }
   // The elapsed times tick while something runs.
-  setInterval(() => { if (line.pinned() === null && [...S.cycles.values()].some((c) => c.state === "running")) renderActivity(Infinity); }, 200);
+  setInterval(() => { if (line.pinned() === null && S.activity && S.activity.running.length) renderActivity(Infinity); }, 200);
 
   function callout(id, text) {
     const node = $(id);
@@ -314,7 +345,9 @@
       el("div", { class: "body", text: content }));
   }
 
-  function renderCycles(at) {
+  // The Cycles list's rows at `at`, newest first: the cycles (not failed: those are failures)
+  // and the activations. The header counts these same rows.
+  function cycleRows(at) {
     const rows = [];
     for (const c of S.cycles.values()) {
       if (c.startSeq > at) continue;
@@ -333,6 +366,10 @@
           : `${plural(a.chunks, "chunk")}, ${plural(a.messages, "message")} left the window · ${a.trigger || "threshold"}` });
     }
     rows.sort((a, b) => b.seq - a.seq);
+    return rows;
+  }
+
+  function renderCycles(rows) {
     fill($("cycles"), rows.length ? rows.slice(0, 40).map((r) => el("li", { "data-kind": r.kind, class: r.state, "data-seq": r.seq },
       el("span", { class: "what", text: r.what }), el("span", { class: "when", text: when(r.when) }),
       el("span", { class: "ratio" }, el("b", { text: r.ratio })), el("span", { class: "when", text: `#${r.seq}` }),
@@ -359,5 +396,6 @@
 
   render();
   scheduleContext();
+  scheduleActivity();
   connect();
 })();

@@ -1,4 +1,6 @@
-// The thread list, live: `/threads` again whenever the namespace's feed says something changed.
+// The thread list, live: `/threads` again whenever the namespace's feed says something changed,
+// and each thread's state from `/dashboard/activity`, the answer the thread page shows too (so
+// the list never says "idle" while the thread's page says "buffering").
 "use strict";
 
 (() => {
@@ -8,7 +10,7 @@
 
   async function refresh() {
     try {
-      const { threads } = await om.getJson("/threads");
+      const [{ threads }, activity] = await Promise.all([om.getJson("/threads"), om.getJson("/dashboard/activity")]);
       threads.sort((a, b) => (a.title || a.threadId).localeCompare(b.title || b.threadId));
       $("count").textContent = om.plural(threads.length, "thread");
       $("none").hidden = threads.length > 0;
@@ -18,10 +20,17 @@
         el("td", { class: "num", text: exact(t.messages) }),
         el("td", { class: "num", text: exact(t.observed) }),
         el("td", { class: "num", text: exact(t.generation) }),
-        el("td", {}, t.blocked ? el("span", { class: "badge running", text: "observing" }) : el("span", { class: "badge idle", text: "idle" })))));
+        el("td", { class: "state" }, state(activity.threads[t.threadId])))));
     } catch (error) {
       setConn(error.status === 401 || error.status === 403 ? "denied" : "retrying", error.message);
     }
+  }
+
+  // One badge per cycle in flight, labelled as the thread page labels it; else idle.
+  function state(figures) {
+    const labels = figures ? figures.labels : [];
+    if (!labels.length) return el("span", { class: "badge idle", "data-label": "idle", text: "idle" });
+    return labels.map((text) => el("span", { class: `badge running${text.startsWith("buffering") ? " buffering" : ""}`, "data-label": text, text }));
   }
 
   // Events come in bursts (a step is several); one refresh per burst is enough.

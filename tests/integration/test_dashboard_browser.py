@@ -6,6 +6,12 @@ The pages are opened before the first message and never reloaded: everything the
 through the SSE feeds.  `om serve` has tokens, so every request the pages make carries the one
 in their URL (`?access_token=`); without it the page says access is denied.  The expected figures come from `<ns>.events` itself (the last status's
 token windows, the first activation, the messages accepted before it), not from the page.
+
+The two pages show one truth: while a background cycle runs, the thread list's state, the thread
+page's badge and a page opened late agree, and the late page's elapsed time counts from the cycle's
+start event (its Kafka append time), not from the page's load; once buffering has ended, the
+Buffered card is not `running` and counts the chunks the events say, and the header counts the
+cycles and activations the Cycles list lists.
 """
 
 import asyncio
@@ -25,11 +31,12 @@ pytestmark = pytest.mark.integration
 CHROMIUM = os.environ.get("OM_CHROMIUM", "/usr/bin/chromium")
 THREAD = "dash"
 KEY = f"thread:{THREAD}"
-# Async buffering with a small observation threshold: chunks are buffered every ~80 tokens and
-# activate once the unobserved messages pass 400, a few turns in.  Each model call takes 1.5 s,
-# so the page has a cycle in progress to show.
+# Async buffering with a small observation threshold: chunks are buffered every ~120 tokens and
+# activate once the unobserved messages pass 400, a few turns in.  Each model call takes 6 s, so
+# the pages have a cycle in progress to show, long enough to open a page in the middle of it.
 OPTIONS = om_options(checkThresholdsAt="step", observation={
-    "messageTokens": 400, "bufferTokens": 0.2, "modelSettings": {"latencyMs": 1500}})
+    "messageTokens": 400, "bufferTokens": 0.3, "modelSettings": {"latencyMs": 6000}})
+LATE_MS = 1500  # the age of the running cycle when a page is opened late
 WAIT_MS = 30_000
 TOKEN = "dashboard-token-0123456789"
 
@@ -56,6 +63,54 @@ def settled(messages: int):
     return check
 
 
+class TimedWatcher(EventWatcher):
+    """An `EventWatcher` that also keeps each event's Kafka append time (ms), by event id."""
+
+    def __init__(self, settings) -> None:
+        super().__init__(settings)
+        self.appended: dict[str, int] = {}
+
+    async def wait_for(self, predicate, timeout: float = 60.0) -> list:
+        from omstream.schemas.codec import decode_event
+
+        deadline = time.monotonic() + timeout
+        while not predicate(self.events):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"condition not met after {timeout}s; {len(self.events)} events read")
+            batch = await self._consumer.getmany(timeout_ms=100)
+            for record in (r for rs in batch.values() for r in rs):
+                event = decode_event(record.value)
+                self.appended[event.event_id] = record.timestamp
+                self.events.append(event)
+        return self.events
+
+
+def running_buffering(events) -> list:
+    """The memory's buffering starts not yet ended or failed."""
+    mine = [e for e in events if e.memory_key == KEY]
+    ended = {e.data.cycle_id for e in mine if e.type in ("data-om-buffering-end", "data-om-buffering-failed")}
+    return [e for e in mine if e.type == "data-om-buffering-start" and e.data.cycle_id not in ended]
+
+
+def buffered_after_the_last_status(events) -> tuple[str, int]:
+    """(status, chunks) of the observation buffer: the last status's chunks, plus the buffering
+    ends since, minus the chunks activated since; `running` while a buffering cycle is in flight."""
+    mine = [e for e in events if e.memory_key == KEY]
+    last = max(i for i, e in enumerate(mine) if e.type == "data-om-status")
+    chunks = mine[last].data.windows.buffered.observations.chunks
+    for e in mine[last + 1:]:
+        if e.type == "data-om-buffering-end" and e.data.operation_type == "observation":
+            chunks += 1
+        elif e.type == "data-om-activation" and e.data.operation_type == "observation":
+            chunks = max(chunks - e.data.chunks_activated, 0)
+    status = "running" if running_buffering(events) else "complete" if chunks else "idle"
+    return status, chunks
+
+
+def counted(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def last_status_tokens(events, before: int | None = None) -> tuple[int, int]:
     """(message tokens, observation tokens) of the memory's last status (before a seq)."""
     status = [e for e in events if e.memory_key == KEY and e.type == "data-om-status"
@@ -79,18 +134,23 @@ def test_the_dashboard_follows_a_memory_live_and_its_timeline_shows_an_earlier_w
         server = Server(env.settings, tmp_path / "serve.log")
         try:
             await server.ready()
-            async with async_playwright() as pw, OmClient(env.settings) as client, EventWatcher(env.settings) as watcher:
+            async with async_playwright() as pw, OmClient(env.settings) as client, TimedWatcher(env.settings) as watcher:
                 browser = await pw.chromium.launch(executable_path=CHROMIUM)
                 page = await browser.new_page(viewport={"width": 1400, "height": 1000})
                 page.on("pageerror", lambda exc: errors.append(str(exc)))
                 started = time.monotonic()
 
-                # 1. The thread list, open before the thread exists, shows it when it appears.
-                await page.goto(f"{server.url}/?access_token={TOKEN}")
-                await expect(page.locator("#conn")).to_have_text("live", timeout=WAIT_MS)
+                # 1. The thread list, open before the thread exists, shows it when it appears
+                # (`listing` stays on the list: its state column is checked against the thread page).
+                listing = await browser.new_page()
+                listing.on("pageerror", lambda exc: errors.append(str(exc)))
+                for each in (page, listing):
+                    await each.goto(f"{server.url}/?access_token={TOKEN}")
+                    await expect(each.locator("#conn")).to_have_text("live", timeout=WAIT_MS)
                 await turns(client, 0, 1)
                 row = page.locator(f'tr[data-thread="{THREAD}"]')
                 await expect(row).to_be_visible(timeout=WAIT_MS)
+                listed_state = listing.locator(f'tr[data-thread="{THREAD}"] td.state .badge')
                 await page.screenshot(path=shots / "threads.png")
 
                 # 2. The memory's page, reached by its link: the first turn's token count.
@@ -104,12 +164,29 @@ def test_the_dashboard_follows_a_memory_live_and_its_timeline_shows_an_earlier_w
 
                 # 3. More turns, no reload: new token counts, an activation, the observation text.
                 await turns(client, 1, 2)
-                # A background cycle in progress (each takes 1.5 s), with its elapsed time.
+                # A background cycle in progress (each takes 6 s), with its elapsed time; once it
+                # has run LATE_MS (by its start event's append time), a page opened now counts
+                # from that start, and the list, this page and the late one say the same.
                 running = page.locator("#activity .badge.running").first
                 await expect(running).to_have_text(re.compile(r"^buffering observations \d+\.\d s$"), timeout=WAIT_MS)
+                await expect(listed_state.first).to_have_attribute("data-label", "buffering observations")
+                events = await watcher.wait_for(lambda evs: any(
+                    time.time() * 1000 - watcher.appended[e.event_id] >= LATE_MS for e in running_buffering(evs)))
+                start = running_buffering(events)[0]
+                opened_at = time.time() * 1000
+                late = await browser.new_page()
+                late.on("pageerror", lambda exc: errors.append(str(exc)))
+                await late.goto(f"{server.url}/threads/{THREAD}?access_token={TOKEN}")
+                late_badge = late.locator("#activity .badge.running").first
+                await expect(late_badge).to_have_text(re.compile(r"^buffering observations \d+\.\d s$"), timeout=WAIT_MS)
+                shown = float(re.search(r"(\d+\.\d) s$", await late_badge.text_content()).group(1))
+                age = (opened_at - watcher.appended[start.event_id]) / 1000
+                assert shown >= age - 0.3, f"a page opened {age:.1f} s into the cycle shows {shown} s"
+                await expect(late_badge).to_have_attribute("data-label", "buffering observations")
+                await late.close()
                 await turns(client, 3, 3)
                 events = await watcher.wait_for(lambda evs: settled(12)(evs) and any(
-                    e.memory_key == KEY and e.type == "data-om-activation" for e in evs), timeout=90)
+                    e.memory_key == KEY and e.type == "data-om-activation" for e in evs), timeout=180)
                 now_tokens, now_observations = last_status_tokens(events)
                 await expect(messages_tokens).to_have_attribute("data-tokens", str(now_tokens), timeout=WAIT_MS)
                 await expect(page.locator("#win-observations .tokens")).to_have_attribute(
@@ -119,6 +196,24 @@ def test_the_dashboard_follows_a_memory_live_and_its_timeline_shows_an_earlier_w
                 await expect(page.locator("#observations .obs-date").first).to_be_visible(timeout=WAIT_MS)
                 # The scripted observer writes a line per transcript line: the first message's is there.
                 await expect(page.locator("#observations")).to_contain_text("[0] ", timeout=WAIT_MS)
+                # Buffering has ended: the card, the badges and the list agree with the events.
+                status, chunks = buffered_after_the_last_status(events)
+                assert status != "running"
+                await expect(page.locator("#buffered-status .pill")).to_have_text(status, timeout=WAIT_MS)
+                await expect(page.locator("#buffered-chunks")).to_have_attribute("data-chunks", str(chunks))
+                for badge in (page.locator("#activity .badge").first, listed_state.first):
+                    await expect(badge).to_have_attribute("data-label", "idle", timeout=WAIT_MS)
+                await expect(listed_state).to_have_count(1)
+                # The header counts the Cycles list's entries: the cycles (failed ones are listed
+                # as failures) and the activations, as the events have them.
+                mine = [e for e in events if e.memory_key == KEY]
+                failed = {e.data.cycle_id for e in mine if e.type.endswith("-failed")}
+                cycles = sum(e.type.endswith("-start") and e.data.cycle_id not in failed for e in mine)
+                activations = sum(e.type == "data-om-activation" for e in mine)
+                await expect(page.locator("#cycles li[data-kind]:not([data-kind=activation])")).to_have_count(cycles)
+                await expect(page.locator('#cycles li[data-kind="activation"]')).to_have_count(activations)
+                meta = page.locator("#thread-meta")
+                await expect(meta).to_contain_text(f" · {counted(cycles, 'cycle')} · {counted(activations, 'activation')} · ")
                 live_raw = await page.locator("#messages li[data-id]").count()
                 live_seconds = time.monotonic() - started
                 await page.screenshot(path=shots / "live.png")
