@@ -1,5 +1,5 @@
 """Chaos: 10,000 messages on 100 threads while the worker is SIGKILLed over and over, the broker
-restarts once and the models fail on about 30 % of their calls; nothing is lost or doubled.
+restarts once and the models fail every request once; nothing is lost or doubled.
 
 Two namespaces get the same input, round by round: message i of every thread, each followed by
 its `step-started` (the agent loop; thresholds are checked at steps).
@@ -24,7 +24,7 @@ Restarting a SIGKILLed worker costs its start-up plus, by default, the group's s
 (10 s), before the coordinator gives the dead member's partitions away.  The test plays the
 orchestrator: after each kill it tells the coordinator that the killed member is gone (Kafka's
 LeaveGroup with that member id, as the member itself would have sent on a clean stop), so 20
-restarts fit in the time budget (`EXPEL_KILLED_MEMBER = False` measures the real thing).
+restarts do not cost ten seconds each (`EXPEL_KILLED_MEMBER = False` measures the real thing).
 
 Judged only from what readers see: `<ns>.events` (a context projection fed from it, as
 `om serve` builds one), `<ns>.dlq`, and the model results and jobs on `<ns>.log`/`<ns>.jobs`
@@ -33,7 +33,13 @@ every message accepted once and in its thread's final context exactly once (raw 
 observed), observed by at most one cycle; no event id with two contents (up to measured
 durations); `seq` gapless per memory; every blocking cycle ended or failed; no dead letters;
 the calm run failed no model call (its only failed events are the reflection ladder's
-retries); the non-fragile threads' final windows equal the calm run's.
+retries); the non-fragile threads' final windows equal the calm run's.  The faults are counted,
+not estimated: each failed attempt the model agents logged and each bad answer on the log is
+held against the kind its request drew (`planned_failure` on the jobs), so the test asserts
+that every fault is one it injected, every kind was injected, and every transient one was
+retried and answered after exactly one failed attempt.  Their share of all calls is printed,
+not asserted: kills and cache hits move it (29.7-32.3 % in CI, 57 % in a run on a loaded
+machine) while nothing is wrong.
 """
 
 from __future__ import annotations
@@ -68,7 +74,7 @@ from tests.integration.support import read_all
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.timeout(660),
+    pytest.mark.timeout(1800),  # the last resort only: the run fails on its own once it stops moving
 ]
 
 SEED = 20250303
@@ -77,12 +83,14 @@ PER_THREAD = 100
 FRAGILE = tuple(t for n, t in enumerate(THREADS) if n % 5 == 4)  # 20 threads
 KILLS = 22  # at least 20 must land while messages are being processed
 ROUND_PAUSE = 0.5  # seconds between rounds: production spans most of the run
-FAIL_RATE = 1.0  # of the distinct requests, each failing once: 31-36 % of the calls at 0.8, 34 % at 0.9
+FAIL_RATE = 1.0  # of the distinct requests, each failing once (their share of all calls: printed)
 TRANSIENT = ("timeout", "429", "500")
 ANSWERS = ("malformed", "degenerate")
+KINDS = (*TRANSIENT, *ANSWERS)
 EXPEL_KILLED_MEMBER = True
-DEADLINE = 560.0  # seconds from the start for the whole run to settle
-STALL = 60.0  # seconds without any event, everything produced: the run is stuck
+#: Seconds without any event, everything produced: the run is stuck.  No budget for the whole
+#: run: on a loaded machine it is slower, not wrong (a fixed 560 s used to fail it there).
+STALL = 120.0
 
 #: Fields that carry a model call's measured (wall-clock) duration (see test_recovery.TIMED).
 TIMED = ("eventTime", "completedAt", "durationMs", "failedAt")
@@ -223,7 +231,11 @@ class Watcher:
 
     def settled(self, producer: Producer) -> bool:
         """Every message of the producer's conversation sent and accepted, no cycle open, and
-        every thread's last step folded (the producer's own sizes: test_many_workers shares it)."""
+        every thread's last step folded (the producer's own sizes: test_many_workers shares it).
+        Raises what stopped the reading, if it stopped: a dead watcher would look like a run
+        that stopped moving."""
+        if self._task is not None and self._task.done() and not self._task.cancelled():
+            raise AssertionError(f"the watcher of {self.topic} stopped reading") from self._task.exception()
         if producer.rounds < max(len(messages) for messages in producer.msgs.values()):
             return False
         for thread, messages in producer.msgs.items():
@@ -328,11 +340,11 @@ class Chaos:
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
-    async def run(self, deadline: float, progress) -> None:
+    async def run(self, stalled, progress) -> None:
         while len(self.kills) < KILLS or self.broker_outage is None:
             await asyncio.sleep(0.05)
             progress()
-            if time.monotonic() > deadline:
+            if stalled():
                 return  # the caller reports what did not happen
             self._follow()
             if self.worker.proc.poll() is not None:
@@ -489,9 +501,10 @@ async def model_traffic(settings) -> tuple[list[dict], list[dict], int]:
     return results, [orjson.loads(r.value) for r in jobs], len(log)
 
 
-def call_faults(env: Env) -> Counter:
-    """Failed attempts the model agents logged (one WARNING per failed try), by error code."""
-    out: Counter = Counter()
+def failed_attempts(env: Env) -> list[dict]:
+    """The failed attempts the model agents logged (one WARNING per failed try: its cycle,
+    error code and whether it was retried), from every worker process of the run."""
+    out: list[dict] = []
     for w in env.workers:
         for line in w.log.read_text(errors="replace").splitlines():
             if '"model call failed"' not in line:
@@ -501,8 +514,74 @@ def call_faults(env: Env) -> Counter:
             except orjson.JSONDecodeError:
                 continue
             if entry.get("msg") == "model call failed" and "attempt" in entry:
-                out[entry.get("errorCode")] += 1
+                out.append(entry)
     return out
+
+
+def call_faults(env: Env) -> Counter:
+    """Failed attempts the model agents logged, by error code."""
+    return Counter(entry.get("errorCode") for entry in failed_attempts(env))
+
+
+#: The error code the model agent logs for each transient kind the scripted models inject.
+CODES = {"timeout": "timeout", "429": "rate-limited", "500": "server-error"}
+
+
+@dataclass
+class Faults:
+    """The faults the chaos run injected, counted from the evidence and held against what the
+    scripted models' draw planned for each request (`planned_failure`, by its hash): a fault
+    of a kind its request did not draw is one the test did not cause (a real timeout of a
+    loaded machine, say); a planned fault without its evidence was not injected, or not seen."""
+
+    planned: Counter  # distinct jobs (cycle, request) by the kind drawn; "none": drew nothing
+    injected: Counter  # by kind: failed attempts (transient), bad answers on the log (answers)
+    calls: int  # model calls: answers not from the cache, plus failed attempts
+    stray: list  # failed attempts or bad answers of another kind than their request drew
+    unretried: list  # failed attempts the model agent did not retry
+    failed: list  # results on the log that report a failure: a fault that was not got over
+    unfaulted: list  # answers to a request that drew a transient kind, without exactly one failed attempt first
+    unreported: list  # cycles whose request drew a transient kind and was called, with no failed attempt logged
+
+
+def count_faults(env: Env, results: list[dict], jobs: list[dict]) -> Faults:
+    kind_of = {(j["cycleId"], j["requestHash"]): planned_failure(j["model"], j["messages"], j.get("settings") or {})
+               for j in jobs}
+    by_cycle: dict[str, set[str | None]] = defaultdict(set)
+    for (cycle, _), kind in kind_of.items():
+        by_cycle[cycle].add(kind)
+    # One record per answer: a result re-sent after a failed send is the same answer.
+    answers = {(r["cycleId"], r["requestHash"], r.get("startedAt"), r.get("completedAt")): r for r in results}
+    called = [r for r in answers.values() if not r.get("cached")]
+    attempts = failed_attempts(env)
+    injected: Counter = Counter()
+    stray, unfaulted = [], []
+    for entry in attempts:
+        kind = next((k for k, code in CODES.items() if code == entry.get("errorCode")), entry.get("errorCode"))
+        injected[kind] += 1
+        if kind not in by_cycle.get(entry.get("cycle"), ()):
+            stray.append((entry.get("cycle"), entry.get("errorCode"), sorted(map(str, by_cycle.get(entry.get("cycle"), ())))))
+    for r in called:
+        drawn = kind_of.get((r["cycleId"], r["requestHash"]))
+        if r.get("ok") and r.get("output") is not None:
+            parsed = parse_observer_output(r["output"])
+            bad = "degenerate" if parsed.degenerate else "malformed" if not parsed.observations else None
+            if bad is not None:
+                injected[bad] += 1
+                if drawn != bad:
+                    stray.append((r["cycleId"], bad, drawn))
+        # A transient fault fails the request's first call in a process, once: the retry answers.
+        if drawn in CODES and r.get("ok") and r.get("attempts", 1) != 2:
+            unfaulted.append((r["cycleId"], drawn, r.get("attempts", 1)))
+    logged = {entry.get("cycle") for entry in attempts}
+    return Faults(
+        planned=Counter(str(k or "none") for k in kind_of.values()), injected=injected,
+        calls=len(called) + len(attempts), stray=stray,
+        unretried=[(e.get("cycle"), e.get("errorCode"), e.get("attempt")) for e in attempts if not e.get("retry")],
+        failed=[(r["cycleId"], r.get("errorCode"), (r.get("error") or "")[:200]) for r in answers.values() if not r.get("ok")],
+        unfaulted=unfaulted,
+        unreported=sorted({r["cycleId"] for r in called if kind_of.get((r["cycleId"], r["requestHash"])) in CODES}
+                          - logged))
 
 
 def test_chaos(new_env, tmp_path):
@@ -532,8 +611,15 @@ async def _scenario(calm: Env, chaos_env: Env, own: Broker, msgs, started: float
         await w.start()
     chaos = Chaos(chaos_env, own, watchers["chaos"], producers["chaos"], started)
     producing = [asyncio.create_task(p.run()) for p in producers.values()]
-    deadline = started + DEADLINE
     last_report = [0.0]
+    quiet = [time.monotonic(), -1]  # since when no event came, and the count then
+
+    def stalled() -> bool:
+        """No event for `STALL` seconds, everything produced: nothing will move any more."""
+        count = sum(len(w.records) for w in watchers.values())
+        if count != quiet[1]:
+            quiet[:] = [time.monotonic(), count]
+        return time.monotonic() - quiet[0] > STALL and all(p.rounds == PER_THREAD for p in producers.values())
 
     def progress() -> None:
         if time.monotonic() - last_report[0] < 20:
@@ -545,17 +631,11 @@ async def _scenario(calm: Env, chaos_env: Env, own: Broker, msgs, started: float
 
     unsettled = None
     try:
-        await chaos.run(deadline, progress)
-        quiet_since, seen = time.monotonic(), -1
+        await chaos.run(stalled, progress)
         while not all(w.settled(producers[n]) for n, w in watchers.items()):
             progress()
-            count = sum(len(w.records) for w in watchers.values())
-            if count != seen:
-                quiet_since, seen = time.monotonic(), count
-            stalled = time.monotonic() - quiet_since > STALL and all(p.rounds == PER_THREAD for p in producers.values())
-            if time.monotonic() > deadline or stalled:
-                unsettled = (f"{f'stalled: no event for {STALL:.0f}s' if stalled else 'deadline passed'} "
-                             f"at {time.monotonic() - started:.0f}s, kills={len(chaos.kills)}, broker restarted="
+            if stalled():
+                unsettled = (f"stalled: no event for {STALL:.0f}s at {time.monotonic() - started:.0f}s, kills={len(chaos.kills)}, broker restarted="
                              f"{chaos.broker_outage is not None}; calm: {watchers['calm'].missing(producers['calm'])}; "
                              f"chaos: {watchers['chaos'].missing(producers['chaos'])}")
                 break
@@ -611,25 +691,11 @@ def _judge(calm: Env, chaos_env: Env, msgs, figures: dict, started: float) -> No
         mid_send += kill.resent > 0
         previous = kill.ends
 
-    # Faults, from the evidence: failed attempts in the worker logs, bad answers on `<ns>.log`;
-    # and what the provider's draw planned for each distinct job on `<ns>.jobs`.
+    # Faults, from the evidence (failed attempts in the worker logs, bad answers on `<ns>.log`),
+    # against what the draw planned for each distinct job on `<ns>.jobs`.
     results, jobs, log_records = figures["traffic"]["chaos"]
     calm_results = figures["traffic"]["calm"][0]
-    by_code = call_faults(chaos_env)
-    answers: Counter = Counter()
-    for r in results:
-        if r.get("ok") and r.get("output") is not None:
-            parsed = parse_observer_output(r["output"])
-            if parsed.degenerate:
-                answers["degenerate"] += 1
-            elif not parsed.observations:
-                answers["malformed"] += 1
-    faults = {"timeout": by_code["timeout"], "429": by_code["rate-limited"],
-              "500": by_code["server-error"], **{k: answers[k] for k in ANSWERS}}
-    calls = sum(1 for r in results if r.get("ok")) + sum(by_code.values())
-    planned: Counter = Counter()
-    for job in {(j["cycleId"], j["requestHash"]): j for j in jobs}.values():
-        planned[planned_failure(job["model"], job["messages"], job.get("settings") or {}) or "none"] += 1
+    faults = count_faults(chaos_env, results, jobs)
     # A reflection that does not compress enough is retried at the next level after a failed
     # event: the engine's own ladder, in the calm run too.  The faults' failures are the others.
     ladder = {failure(s.event) for s in watchers["calm"].records if s.event.type == "data-om-observation-failed"}
@@ -657,7 +723,7 @@ def _judge(calm: Env, chaos_env: Env, msgs, figures: dict, started: float) -> No
     lost = len(checked["chaos"]["lost"]) + len(checked["calm"]["lost"])
     twice = len(checked["chaos"]["twice"]) + len(checked["calm"]["twice"])
     strict = len(THREADS) - len(FRAGILE)
-    total_faults = sum(faults.values())
+    total_faults = sum(faults.injected.values())
     print(f"\nchaos: kills={len(chaos.kills)} (with a model call outstanding {in_call}, of them while "
           f"its model agent was answering {answering}; in a reflection {in_reflection}; after a send "
           f"before its state was stored {mid_send}; restart to first event median "
@@ -665,9 +731,13 @@ def _judge(calm: Env, chaos_env: Env, msgs, figures: dict, started: float) -> No
           f"{sum(k.expelled == 'left' for k in chaos.kills)}) worker_exits={chaos.exits} "
           f"broker_restarts={int(chaos.broker_outage is not None)} (outage "
           f"{chaos.broker_outage or 0:.1f}s, producer retries {producer.retries}) "
-          f"faults={total_faults} of {calls} calls ({total_faults / max(calls, 1):.0%}: "
-          + ", ".join(f"{k} {faults[k]}" for k in faults)
-          + f"; drawn per distinct job {dict(planned)}) records={log_records} on the log, "
+          f"faults={total_faults} of {faults.calls} calls ({total_faults / max(faults.calls, 1):.0%}, not "
+          f"asserted: it depends on cache hits and kills; "
+          + ", ".join(f"{k} {faults.injected[k]}" for k in KINDS)
+          + f"; drawn per distinct job {dict(faults.planned)}; stray {len(faults.stray)}, not retried "
+          f"{len(faults.unretried)}, failed results {len(faults.failed)}, answers without their one fault "
+          f"{len(faults.unfaulted)}, called without a fault logged {len(faults.unreported)}) "
+          f"records={log_records} on the log, "
           f"{checked['chaos']['events']} events ({checked['chaos']['distinct']} distinct) "
           f"lost={lost} duplicated={twice} fragile threads {len(FRAGILE)} ({sum(failed.values())} failed "
           f"cycles, {fragile_equal} still equal to the calm run), others equal to the calm run "
@@ -693,7 +763,12 @@ def _judge(calm: Env, chaos_env: Env, msgs, figures: dict, started: float) -> No
     assert all(op == "reflection" and error.startswith("Did not compress") for _, _, op, error in ladder), ladder
     assert set(failed) <= set(FRAGILE), {t: n for t, n in failed.items() if t not in FRAGILE}
     # The disturbances happened as announced.
-    assert total_faults >= 0.30 * calls and all(faults.values()), (faults, calls)
+    # Every request drew a fault (FAIL_RATE = 1), every kind was injected, each fault is one the
+    # test caused, each transient one was retried and answered after exactly one failed attempt.
+    assert set(faults.planned) <= set(KINDS) and all(faults.injected[k] > 0 for k in KINDS), faults
+    assert not faults.stray, f"faults the test did not inject: {faults.stray[:5]}"
+    assert not faults.unretried and not faults.failed, (faults.unretried[:5], faults.failed[:5])
+    assert not faults.unfaulted and not faults.unreported, (faults.unfaulted[:5], faults.unreported[:5])
     assert chaos.broker_outage is not None, "the broker was not restarted"
     assert len(chaos.kills) >= 20, f"only {len(chaos.kills)} kills before the run settled"
     assert in_call >= 10 and in_reflection >= 3 and mid_send >= 1, (in_call, in_reflection, mid_send)
