@@ -210,3 +210,48 @@ def test_a_fetch_dropped_of_a_partition_with_no_committed_offset_is_read_from_it
     asyncio.run(consumer._hand_over(PART, [SimpleNamespace(offset=o) for o in (0, 1, 2)], tap))
     asyncio.run(consumer.perform_seek())
     assert sought == [(PART, 0)]
+
+
+def test_a_seek_that_ends_after_a_rebalance_does_not_stall_the_new_generation(consumer):
+    # Faust's fetcher seeks back to the committed offsets while the flow is stopped (a
+    # rebalance), beside the recovery's seek of the new generation.  The older seek, ending
+    # last, marked the new assignment as sought in its own generation: every later fetch was
+    # dropped as "before the seek", for good (in the many-workers test a fold worker's two
+    # partitions stopped while it lived; another worker folded them once it was stopped).
+    import asyncio
+    from types import SimpleNamespace
+
+    handed: list[int] = []
+
+    async def tap(messages):
+        handed.extend(m.offset for m in messages)
+
+    async def seek(tp, offset):
+        return None
+
+    async def scenario() -> None:
+        held = asyncio.Event()
+        calls = 0
+
+        async def committed():
+            nonlocal calls
+            calls += 1
+            if calls == 1:  # the older seek, held up in the consumer's thread by the rebalance
+                await held.wait()
+            return {PART: 90}
+
+        consumer.seek_to_committed = committed
+        consumer.app.consumer_generation_id = 3
+        older = asyncio.ensure_future(consumer.perform_seek())
+        await asyncio.sleep(0)  # it has begun
+        consumer.app.consumer_generation_id = 4  # the rebalance
+        await consumer.perform_seek()  # the recovery's seek of generation 4
+        held.set()
+        await older  # ends last
+        await consumer._hand_over(PART, [SimpleNamespace(offset=o) for o in (90, 91)], tap)
+
+    consumer._to_message = lambda tp, r: record(consumer, r.offset)
+    consumer.seek = seek
+    consumer.assignment = lambda: {PART}
+    asyncio.run(scenario())
+    assert handed == [90, 91]
