@@ -42,6 +42,7 @@ from omstream.schemas.jobs import ModelResult
 from omstream.schemas.keys import memory_key
 
 from .conversation import ConversationRecord
+from .plural import plural
 from .settings import Settings
 from .topics import Topics, memory_partition, partitions_of, read_until_end
 
@@ -80,7 +81,7 @@ class ExportSummary:
         skipped = ", ".join(f"{self.skipped[reason]} {reason}" for reason in SKIP_REASONS
                             if self.skipped[reason]) or "none"
         what = f"thread {self.thread!r}" if self.thread else f"memory {self.memory_key!r}"
-        return f"om export: {self.written} records of {what}; skipped: {skipped}"
+        return f"om export: {plural(self.written, 'record')} of {what}; skipped: {skipped}"
 
 
 def refused_positions(dead_letters: Iterable[bytes | None], log_topic: str) -> frozenset[tuple[int, int]]:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from omstream.schemas.errors import OmError
 
 from . import kafka
+from .plural import plural
 from .settings import LIVE, Settings, versioned_name
 
 if TYPE_CHECKING:
@@ -186,7 +187,7 @@ async def ensure_topics(settings: Settings) -> list[str]:
         present = [s for s in specs if s.name in existing]
         if present:
             counts = await _partition_counts(admin, [s.name for s in present])
-            wrong = [f"{s.name} has {counts.get(s.name)} partitions, expected {s.partitions}"
+            wrong = [f"{s.name} has {plural(counts.get(s.name) or 0, 'partition')}, expected {s.partitions}"
                      for s in present if counts.get(s.name) != s.partitions]
             if wrong:
                 raise TopicLayoutError(
