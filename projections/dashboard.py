@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from .access import filtered, grant_of, public, resource_of
-from .activity import ActivityIndex
+from .activity import ActivityIndex, MemoryActivity
 
 if TYPE_CHECKING:
     from .feed import ProjectionFeed
@@ -76,9 +76,11 @@ def dashboard_routes(feed_of: Callable[[web.Request], Awaitable[ProjectionFeed]]
             for view in list(feed.projection.threads.values()):
                 if only is not None and view.thread_id != only:
                     continue
-                if view.memory_key is None or (grant is not None and not grant.may_read(resource_of(view))):
+                if grant is not None and not grant.may_read(resource_of(view)):
                     continue
-                threads[view.thread_id] = index.of(view.memory_key).answer()
+                # A thread known before any event of its memory: nothing in flight.
+                figures = index.of(view.memory_key) if view.memory_key else MemoryActivity()
+                threads[view.thread_id] = figures.answer()
             return web.json_response({"threads": threads})
 
     @routes.get("/")

@@ -103,8 +103,8 @@ def test_every_route_refuses_a_missing_wrong_or_foreign_token_as_json_and_shows_
             for token, expected in ((None, 401), (WRONG, 401), (BOB, 403)):
                 for query in (False, True):
                     status, kind, body = await fetch(client, path, token, query=query)
-                    if path == "/threads" and token == BOB:
-                        # The list answers bob with bob's threads only.
+                    if path in ("/threads", "/dashboard/activity") and token == BOB:
+                        # The lists answer bob with bob's threads only.
                         assert status == 200 and "alice" not in body and "bob-t" in body, body
                         continue
                     assert status == expected, (path, token, status, body)
