@@ -125,7 +125,11 @@ def cmd_tail(args: argparse.Namespace) -> int:
 
     settings = reading_settings(args)
     # A consumer of a topic that does not exist waits for it forever, silently: refused first.
-    asyncio.run(require_topic(settings, Topics.of(settings).events, "tail"))
+    topic = Topics.of(settings).events
+    asyncio.run(require_topic(settings, topic, "tail"))
+    if not args.from_beginning:  # after a finished demo nothing new may come: say what it waits for
+        print(f"om tail: following {topic} from now on (--from-beginning for the events so far); Ctrl-C stops",
+              file=sys.stderr, flush=True)
     try:
         asyncio.run(tail(settings, thread=args.thread, from_beginning=args.from_beginning,
                          as_json=args.json, count=args.count, statuses=not args.no_status,

@@ -7,10 +7,12 @@ The commands run as processes with a deadline: one that waits on a missing topic
 by its deadline instead of hanging the suite."""
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -71,6 +73,25 @@ def test_the_running_demos_namespace_is_read_when_none_is_named(new_env, state_h
     assert done.stderr.splitlines()[0] == (f"om tail: reading namespace {ns} of the running om demo (pid {os.getpid()}); "
                                            "--namespace NS or OM_NAMESPACE for another")
     assert len(done.stdout.splitlines()) == len(events) and "message t1-m0" in done.stdout
+
+    # Without --from-beginning it says that it waits for new events, and shows what comes.
+    live = subprocess.Popen([sys.executable, "-m", "omstream.cli", "tail", "--count", "1"], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**{k: v for k, v in os.environ.items() if not k.startswith("OM_")}, **reader})
+    try:
+        lines = [live.stderr.readline() for _ in range(2)]  # the namespace, then what it waits for
+        assert lines[1] == f"om tail: following {ns}.events from now on (--from-beginning for the events so far); " \
+                           "Ctrl-C stops\n", lines
+        # The events again, until the reader prints one: it reads from the end it found when
+        # it started, which nothing outside it shows, so records sent before that are not its.
+        deadline = time.monotonic() + DEADLINE
+        while live.poll() is None and time.monotonic() < deadline:
+            asyncio.run(send())
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                live.wait(timeout=2)
+        assert live.returncode == 0 and "t1" in live.stdout.read()
+    finally:
+        live.kill()
 
     # A namespace named anywhere wins over the demo's: here, a missing one, which names the demo.
     named = om("tail", env={**reader, "OM_NAMESPACE": "other"})
