@@ -15,6 +15,8 @@
                        the kept events (`projections/asof.py`); adds `asOf`, `lastSeq`,
                        `event` and `windows` (the token windows as of then)
     GET|POST /threads/{threadId}/recall   the recall tool (spec §12, `projections/recall/`)
+    GET /openapi.json                     the OpenAPI 3.1 document of these routes (public; the
+                                          committed `schemas/openapi.json`, `projections/openapi.py`)
     GET /  and  GET /threads/{threadId}   the dashboard (`projections/dashboard.py`)
 
 The answer has `"stale": true` when the `after` position was not reached in time (the view is
@@ -25,7 +27,8 @@ A blocked memory is the original's synchronous observation seen from the read si
 request waits for the cycle to end instead of returning a window that is about to change.
 
 Every error is JSON, `{"error": code, "detail": text}` (`projections/errors.py`).  With tokens
-configured (required off loopback), every route but `/healthz` needs one (`projections/access.py`):
+configured (required off loopback), every route but `/healthz`, `/openapi.json` and the dashboard's
+pages needs one (`projections/access.py`):
 401 without a known token, 403 for another resource's thread, and `/threads` lists only the
 threads the token may read.
 """
@@ -52,6 +55,8 @@ from .asof import context_as_of, parse_seq
 from .dashboard import dashboard_routes
 from .errors import AccessLog, api_error, json_errors
 from .feed import ProjectionFeed
+from .openapi import committed_text
+from .query_params import parse_log_position, parse_wait
 from .recall.route import recall_routes
 from .recall.search_port import SearchPort
 from .sse import feed_routes
@@ -139,6 +144,7 @@ def build_web_app(feed: ProjectionFeed, versions: Versions | None = None,
     `search` answers recall's `search` mode (without it, that mode says it is not configured)."""
     routes = web.RouteTableDef()
     versions = versions or Versions(feed)
+    openapi = committed_text().encode()  # read once: a wheel without it fails at start, not per request
 
     async def feed_of(request: web.Request) -> ProjectionFeed:
         from omstream.settings import VERSION_NAME
@@ -152,16 +158,10 @@ def build_web_app(feed: ProjectionFeed, versions: Versions | None = None,
         return chosen
 
     def wait_of(request: web.Request) -> float:
-        try:
-            return min(max(float(request.query.get("wait", "10")), 0.0), 300.0)
-        except ValueError:
-            raise api_error(400, "bad-parameter", "wait must be a number of seconds") from None
+        return parse_wait(request.query.get("wait"))
 
     def after_of(request: web.Request) -> LogPosition | None:
-        try:
-            return LogPosition.parse(request.query["after"]) if "after" in request.query else None
-        except ValueError as exc:
-            raise api_error(400, "bad-parameter", str(exc)) from None
+        return parse_log_position(request.query.get("after"))
 
     async def locate(request: web.Request, thread_id: str) -> object:
         """The thread's resource, for the access check; a reader of its own first write waits
@@ -185,6 +185,12 @@ def build_web_app(feed: ProjectionFeed, versions: Versions | None = None,
         # that could miss messages and observations the log already has.
         return web.json_response({"ok": feed.ready, "threads": len(feed.projection.threads)},
                                  status=200 if feed.ready else 503)
+
+    @routes.get("/openapi.json")
+    @public
+    async def openapi_document(_: web.Request) -> web.Response:
+        # Public like /healthz: it describes the routes and their errors, no data of any thread.
+        return web.Response(body=openapi, content_type="application/json", charset="utf-8")
 
     @routes.get("/threads")
     @filtered

@@ -21,15 +21,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
 
 from .base import SCHEMA_VERSION, Count, NonEmptyStr, Timestamp, WireModel
+from .errors import OmError
 
 __all__ = [
     "Content",
     "DataPart",
     "FilePart",
     "ImagePart",
+    "InvalidMessage",
     "Message",
     "MessageMetadata",
     "MessagePart",
@@ -40,6 +42,7 @@ __all__ = [
     "ToolCallPart",
     "ToolResultContent",
     "ToolResultPart",
+    "one_line",
 ]
 
 Role = Literal["user", "assistant", "system", "tool"]
@@ -243,6 +246,19 @@ class MessageMetadata(WireModel):
     """The producer's own estimate of the message's size, in tokens. Absent when not given."""
 
 
+class InvalidMessage(OmError, ValueError):
+    """A `Message` built from fields it cannot have, said in one line: the field and the
+    problem (pydantic's own error, one paragraph per problem, is for decoders, not people)."""
+
+
+def one_line(exc: ValidationError, shown: int = 3) -> str:
+    """A validation error's problems as `field: problem; ...` on one line, the first `shown`."""
+    problems = [f"{'.'.join(str(p) for p in err['loc']) or '(record)'}: {err['msg']}".replace("\n", " ")
+                for err in exc.errors()]
+    more = f" (and {len(problems) - shown} more)" if len(problems) > shown else ""
+    return "; ".join(problems[:shown]) + more
+
+
 class Message(WireModel):
     """One chat message, the unit the observer compresses."""
 
@@ -271,6 +287,20 @@ class Message(WireModel):
     tokens: TokenCount | None = None
     """The token count taken at ingest. Absent when the producer did not count; the worker counts
     then."""
+
+    def __init__(self, /, **data: Any) -> None:
+        # Built in code (`Message(id=..., ...)`), a field it cannot have is said in one line
+        # (`InvalidMessage`); decoders (`model_validate`, the worker's and the readers') keep
+        # pydantic's error and its speed: see the marker below.
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise InvalidMessage(f"invalid message: {one_line(exc)}") from None
+
+    # pydantic runs a model's own `__init__` inside every validation (a message nested in an
+    # event, `model_validate`) unless it is marked as the base one: marked, it runs only when
+    # the class is called.  tests/unit/test_client_refusals.py checks both sides.
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
     def text(self) -> str:
         """The message's text as the observer and token counters read it."""

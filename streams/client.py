@@ -28,6 +28,7 @@ is `PLAIN` and the client starts nothing more.  `send_raw` writes bytes as given
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
@@ -47,6 +48,7 @@ from omstream.schemas.control import (
     ThreadPatched,
     TurnEnded,
 )
+from omstream.schemas.errors import OmError
 from omstream.schemas.keys import UnroutedRecord, memory_key, unrouted
 from omstream.schemas.messages import Message
 from omstream.schemas.positions import LogPosition
@@ -59,13 +61,14 @@ from .crypto.opening import Opener
 from .crypto.sealing import is_marked
 from .feed_reader import FeedEvent, follow_feed
 from .intake import IntakeBarrier
+from .outgoing import RefusedRecord, check_outgoing
 from .settings import Settings
 from .topics import Topics, memory_partition, partitions_of, read_until_end
 
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaProducer
 
-__all__ = ["OmClient", "known_thread"]
+__all__ = ["OmClient", "RefusedRecord", "ServerRefused", "known_thread"]
 
 
 def _camel(name: str) -> str:
@@ -81,6 +84,25 @@ def _has_content(value: bytes) -> bool:
     """Whether a record's JSON has a content field to seal (so no key is made for a step)."""
     data = orjson.loads(value)
     return isinstance(data, dict) and any(data.get(path) is not None for path in content_paths(data))
+
+
+class ServerRefused(OmError, RuntimeError):
+    """`om serve` refused a read: its status, its error code (`unauthorized`, `bad-parameter`,
+    ...: the OpenAPI document's `Error`) and its one-sentence detail."""
+
+    def __init__(self, status: int, code: str, detail: str, what: str) -> None:
+        self.status, self.code, self.detail = status, code, detail
+        super().__init__(f"om serve refused {what}: {status} {code}: {detail}")
+
+
+async def _refusal(response: Any, what: str) -> ServerRefused:
+    """The error of an answer that is no success, from its JSON error body when it has one."""
+    try:
+        body = orjson.loads(await response.read())
+        code, detail = str(body["error"]), " ".join(str(body["detail"]).split())
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        code, detail = "http-error", response.reason or "no error body"
+    return ServerRefused(response.status, code, detail, what)
 
 
 class OmClient:
@@ -130,12 +152,24 @@ class OmClient:
         return position
 
     async def send_messages(self, messages: Iterable[Message]) -> list[LogPosition]:
-        """Send in order and wait until the broker has every one. Returns their positions."""
+        """Send in order and wait until the broker has every one. Returns their positions.
+
+        A message the worker would dead-letter on sight (too large, too many parts, not a valid
+        message, dated ahead of now) raises `RefusedRecord` before any of them is sent."""
         assert self._producer is not None, "use OmClient as an async context manager"
-        futures = []
-        for message in messages:
+        batch = list(messages)
+        now_ms = round(time.time() * 1000)
+        plain = []
+        for message in batch:
+            if not isinstance(message, Message):
+                raise RefusedRecord("invalid", f"send_messages takes Message records, not {type(message).__name__}")
             # No token count: the fold counts every message itself and trusts no other count.
-            value = await self.sealed(encode(message), message.thread_id, message.resource_id, is_message=True)
+            value = encode(message)
+            check_outgoing(self.settings, message, value, now_ms=now_ms)
+            plain.append(value)
+        futures = []
+        for message, value in zip(batch, plain):
+            value = await self.sealed(value, message.thread_id, message.resource_id, is_message=True)
             futures.append(await self._producer.send(
                 self.topics.log, value, key=self._key(message.thread_id, message.resource_id)))
         return [_position(await fut) for fut in futures]
@@ -202,7 +236,9 @@ class OmClient:
                           record.resource_id)
         if reason is not None:  # the worker would dead-letter it: refused here, before sending
             raise UnroutedRecord(reason)
-        value = await self.sealed(encode(record), record.thread_id, record.resource_id, is_message=False)
+        value = encode(record)
+        check_outgoing(self.settings, record, value)  # and so would it anything else it refuses on sight
+        value = await self.sealed(value, record.thread_id, record.resource_id, is_message=False)
         key = self._key(record.thread_id, record.resource_id)
         await self._barrier.settled(key)
         return _position(await self._producer.send_and_wait(self.topics.log, value, key=key))
@@ -219,7 +255,7 @@ class OmClient:
         true when it was not in time."""
         import aiohttp
 
-        url = f"{base_url or self.web_url}/threads/{thread_id}/context"
+        url = f"{base_url or self.web_url}/threads/{quote(thread_id, safe='')}/context"
         params = {"wait": str(wait)}
         if after is not None:
             params["after"] = str(after)
@@ -229,7 +265,8 @@ class OmClient:
             async with http.get(url, params=params, timeout=aiohttp.ClientTimeout(total=wait + 30)) as r:
                 if r.status == 404:
                     return None
-                r.raise_for_status()
+                if r.status >= 400:
+                    raise await _refusal(r, f"the context of thread {thread_id!r}")
                 window: dict[str, Any] = await r.json()
                 return window
 
@@ -254,7 +291,8 @@ class OmClient:
         async with aiohttp.ClientSession() as http:
             async with http.get(f"{base_url or self.web_url}/threads", params=params,
                                 timeout=aiohttp.ClientTimeout(total=30)) as r:
-                r.raise_for_status()
+                if r.status >= 400:
+                    raise await _refusal(r, "the thread list")
                 threads: list[dict[str, Any]] = (await r.json())["threads"]
                 return threads
 
@@ -283,7 +321,8 @@ class OmClient:
                     return None
                 if r.status == 400:
                     raise RecallError((await r.json()).get("detail", "recall refused"))
-                r.raise_for_status()
+                if r.status >= 400:
+                    raise await _refusal(r, f"recall for thread {thread_id!r}")
                 answer: dict[str, Any] = await r.json()
                 return answer
 

@@ -18,11 +18,11 @@ from aiohttp import web
 
 from omstream.engine.tokens import get_counter
 from omstream.schemas.keys import memory_key
-from omstream.schemas.positions import LogPosition
 
 from ..access import resource_of
 from ..errors import api_error
 from ..feed import ProjectionFeed
+from ..query_params import parse_log_position, parse_wait
 from .params import RecallError, parse_params
 from .search_port import SearchPort
 from .source import RecallSource
@@ -62,10 +62,9 @@ def recall_routes(feed_of: Callable[[web.Request], Awaitable[ProjectionFeed]],
         thread_id = request.match_info["thread_id"]
         try:
             params = parse_params(await _raw_params(request))
-            after = LogPosition.parse(request.query["after"]) if "after" in request.query else None
-            wait = min(max(float(request.query.get("wait", "10")), 0.0), 300.0)
-        except (RecallError, ValueError) as exc:
+        except RecallError as exc:
             raise api_error(400, "bad-parameter", str(exc)) from None
+        after, wait = parse_log_position(request.query.get("after")), parse_wait(request.query.get("wait"))
         if after is not None:
             await feed.wait_until(lambda: feed.caught_up(*after), wait)
         view = feed.projection.threads.get(thread_id)

@@ -106,11 +106,34 @@ class Server:
         self.proc = start_child(self.settings, "serve", log)
 
     async def get(self, path: str, **params) -> tuple[int, dict | None]:
+        """GET `path`: the status and the JSON body; the answer is checked against the OpenAPI
+        document (tests/integration/openapi_check.py)."""
         import aiohttp
+        import orjson
 
+        from tests.integration.openapi_check import check_answer
+
+        query = {k: str(v) for k, v in params.items()}
         async with aiohttp.ClientSession() as http:
-            async with http.get(self.url + path, params={k: str(v) for k, v in params.items()}) as r:
-                return r.status, (await r.json() if r.content_type == "application/json" else None)
+            async with http.get(self.url + path, params=query) as r:
+                body = await r.read()
+                check_answer("GET", self.url + path, r.status, r.headers, body, query)
+                return r.status, (orjson.loads(body) if r.content_type == "application/json" else None)
+
+    async def post(self, path: str, body: bytes, **params) -> tuple[int, dict | None]:
+        """POST `body` (as JSON) to `path`, checked against the OpenAPI document as `get` is."""
+        import aiohttp
+        import orjson
+
+        from tests.integration.openapi_check import check_answer
+
+        query = {k: str(v) for k, v in params.items()}
+        async with aiohttp.ClientSession() as http:
+            async with http.post(self.url + path, params=query, data=body,
+                                 headers={"Content-Type": "application/json"}) as r:
+                answer = await r.read()
+                check_answer("POST", self.url + path, r.status, r.headers, answer, query)
+                return r.status, (orjson.loads(answer) if r.content_type == "application/json" else None)
 
     async def ready(self, timeout: float = 60.0) -> None:
         """Wait until `/healthz` answers 200: the projection has caught up with the log."""

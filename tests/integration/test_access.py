@@ -15,6 +15,7 @@ from omstream.client import OmClient
 from omstream.projections.feed import ProjectionFeed
 from omstream.projections.web import build_web_app
 from tests.helpers import message
+from tests.integration.openapi_check import check_answer
 from tests.integration.support import EventWatcher, Server
 
 pytestmark = pytest.mark.integration
@@ -38,9 +39,12 @@ async def fetch(url: str, token: str | None, *, query: bool = False, **params) -
     headers = {"Authorization": f"Bearer {token}"} if token and not query else {}
     if token and query:
         params["access_token"] = token
+    sent = {"wait": "0", **params}
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=20)) as http:
-        async with http.get(url, headers=headers, params={"wait": "0", **params}) as r:
-            return r.status, r.content_type, await r.text()
+        async with http.get(url, headers=headers, params=sent) as r:
+            body = await r.read()
+            check_answer("GET", url, r.status, r.headers, body, sent, headers_sent=headers)  # the OpenAPI document's
+            return r.status, r.content_type, body.decode()
 
 
 def test_every_route_refuses_a_missing_wrong_or_foreign_token(new_env, tmp_path, monkeypatch):

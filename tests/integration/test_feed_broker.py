@@ -21,6 +21,7 @@ from omstream.feed_reader import sse_frames
 from omstream.projections.parts import part_type
 from omstream.topics import Topics
 from tests.helpers import message
+from tests.integration.openapi_check import check_answer
 from tests.integration.options import om_options
 from tests.integration.support import Server, read_all
 
@@ -101,6 +102,7 @@ def test_a_follower_disconnected_20_times_gets_every_event_once_in_order(new_env
                     async with asyncio.timeout(rng.uniform(0.05, 1.0) if cut else None):
                         async with http.get(url, headers=headers) as response:
                             assert response.status == 200
+                            check_answer("GET", url, response.status, response.headers, None, headers_sent=headers)
                             assert response.headers["x-vercel-ai-ui-message-stream"] == "v1"
                             async for frame_id, data in sse_frames(response.content):
                                 part = check_frame(data)

@@ -8,7 +8,6 @@ import re
 import time
 from datetime import timedelta
 
-import aiohttp
 import pytest
 
 from omstream.client import OmClient
@@ -57,9 +56,7 @@ def test_recall_pages_behind_a_group_lists_threads_and_forgets_a_deleted_one(new
                 to_deleted = await server.get("/threads/ra/recall", threadId="rb")
                 foreign = await server.get("/threads/ra/recall", cursor="rc-m1", threadId="rc")
                 bad = await server.get("/threads/ra/recall", page="99")
-                async with aiohttp.ClientSession() as http:
-                    async with http.post(f"{server.url}/threads/ra/recall", data=b"[1]") as r:
-                        not_object = (r.status, await r.json())
+                not_object = await server.post("/threads/ra/recall", b"[1]")
                 unknown = await server.get("/threads/rb/recall")
                 with pytest.raises(RecallError, match="does not belong"):
                     await client.recall("ra", base_url=server.url, threadId="rb")
