@@ -80,6 +80,9 @@ REUSED = "A-1-1"  # by the fold
 async def send(client: OmClient, record: Message | ControlRecord | bytes) -> None:
     if isinstance(record, bytes):  # raw bytes are thread A's (`extras`)
         await client.send_raw(client.topics.log, b"thread:A", record)
+    elif isinstance(record, Message) and record.id in REFUSED:
+        # The client refuses it before sending (`RefusedRecord`): written raw, for the worker to refuse.
+        await client.send_raw(client.topics.log, b"thread:A", encode(record))
     elif isinstance(record, Message):
         await client.send_message(record)
     else:
