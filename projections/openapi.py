@@ -362,7 +362,9 @@ def build_document() -> dict[str, Any]:
                 "configured (required off loopback), every route but the public ones (`/healthz`, this "
                 "document, the dashboard's pages) needs one: 401 without a known token, 403 for another "
                 "resource's thread; `/threads` lists only what the token may read. Without tokens "
-                "(loopback) nothing is checked."),
+                "(loopback) nothing is checked. A request the HTTP parser cannot read at all (a control "
+                "character in a header, a malformed request line) is refused before any route, with "
+                "aiohttp's plain-text 400."),
         },
         "jsonSchemaDialect": "https://spec.openapis.org/oas/3.1/dialect/base",
         "security": [{"bearerToken": []}, {"accessToken": []}, {}],
