@@ -27,7 +27,7 @@ __all__ = ["DeadLetter", "DeadLetterCode", "DeadLetterSource", "FoldCode", "Limi
 #: model refuses (also a `resource-deleted` without a thread in thread scope, and a model job
 #: that names no cycle to answer).
 UnreadableCode = Literal["not-json", "unknown-type", "newer-schema", "invalid"]
-#: An input limit is broken (`omstream.limits`, the README's "Limits").
+#: An input limit is broken (`omstream.limits`, docs/producing.md, "Limits and dead letters").
 LimitCode = Literal["too-large", "too-deep", "too-many-parts", "text-too-long", "future-time", "memory-busy"]
 #: The fold agent refused the record itself (`omstream.worker.folding`): a model result
 #: without the model agents' signature, a record keyed by another memory, a part of a record

@@ -25,7 +25,7 @@ record by record, into `<target>.log` created with the new count, each record un
   this source is refused.
 - **Following.**  Once it has copied to the source's end, the copy keeps following it (records
   produced meanwhile are copied too) until stopped, or stops there when asked
-  (`exit_when_caught_up`); the README's "Growing the partition count" has the cut-over.
+  (`exit_when_caught_up`); docs/operations.md, "Growing the partition count", has the cut-over.
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ def parse_groups(observations: str) -> list[ObservationGroup]:
 def chunks(text: str, size: int = CHUNK_CHARS) -> list[str]:
     """The group's observations, one chunk each: a line that starts at the margin opens a chunk,
     its indented lines (sub-observations, `->` details) join it.  Embedded apart, one fact is not
-    averaged away by the other lines of its group (measured: README "Semantic search"); the
+    averaged away by the other lines of its group (measured: docs/recall.md, "Semantic search"); the
     group keeps its best chunk's score.  A chunk over `size` characters is cut at line ends."""
     items: list[list[str]] = []
     for line in text.splitlines():

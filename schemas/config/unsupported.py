@@ -12,7 +12,7 @@ from .problems import Problem
 
 __all__ = ["unsupported_problems"]
 
-_NOT_YET = "is not supported yet; remove it (see the README's \"Not supported yet\" list)"
+_NOT_YET = "is not supported yet; remove it (see docs/configuration.md, \"Not supported yet\")"
 
 
 def unsupported_problems(om: OmConfig) -> list[Problem]:

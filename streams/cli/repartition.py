@@ -1,5 +1,5 @@
 """`om repartition`: the namespace's input log copied into a new namespace with more (or fewer)
-partitions, to fold there and switch to (README "Growing the partition count").
+partitions, to fold there and switch to (docs/operations.md, "Growing the partition count").
 
     om repartition --to NEW --partitions M [--exit-when-caught-up]
 """
@@ -96,7 +96,7 @@ def add_commands(command: CommandMaker) -> None:
                 "created with PARTITIONS partitions, each record under its memory key so it lands on its "
                 "memory's new partition, in order; then keep copying what is produced until Ctrl-C. "
                 "Run it again to resume. Workers of TO (same OM_RESULT_KEY, OM_PARTITIONS=PARTITIONS) "
-                "refold the memories without model calls; see README 'Growing the partition count'.")
+                "refold the memories without model calls; see docs/operations.md, 'Growing the partition count'.")
     p.add_argument("--to", required=True, type=_namespace, metavar="NAMESPACE",
                    help="the new namespace (empty, or this copy's)")
     p.add_argument("--partitions", required=True, type=_partitions, help="its partition count")

@@ -7,7 +7,7 @@ characters (`python -c "import secrets; print(secrets.token_urlsafe(32))"`); the
 key is derived from it with HKDF, and a key is named only by its fingerprint (an HMAC of a fixed
 label, no help to an attacker), which is what a wrapped record carries.
 
-Rotation without downtime (see README "Forgetting"): 1. give every process `OLD,NEW` (wrap with
+Rotation without downtime (see docs/forgetting.md): 1. give every process `OLD,NEW` (wrap with
 old, accept both); 2. give them `NEW,OLD` and run `KeyRing.rewrap()`, which rewrites every data
 key wrapped by OLD under NEW; compaction removes the old wrappings within the shred window;
 3. drop OLD.

@@ -22,7 +22,7 @@ from .base import Embedder, EmbedderError, Vectors, normalise
 __all__ = ["DEFAULT_EMBEDDER", "Embedder", "EmbedderError", "Vectors", "make_embedder", "normalise"]
 
 #: The default: fast enough to index on the read side's event loop, offline, numpy only
-#: (README "Semantic search" has the measurements behind the choice).
+#: (docs/recall.md, "Semantic search", has the measurements behind the choice).
 DEFAULT_EMBEDDER = "local/wordllama"
 
 

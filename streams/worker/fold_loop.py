@@ -33,7 +33,7 @@ so every record below the committed position has its state (with its offset) in 
 which is what a restart (or another worker) restores from.  Records after the committed
 position are redelivered; the ones the stored state covers are skipped, the rest are refolded
 from that state, giving the same outputs with the same ids.  Effectively once, not Kafka
-transactions: see the README's reliability section.
+transactions: see docs/reliability.md.
 
 The model agents answer every job (`omstream.worker.model_agent`): an unreadable job that still
 names its cycle, a run that raises and a run past `job_deadline_ms` all write a failed result,

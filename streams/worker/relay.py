@@ -365,7 +365,7 @@ class PlainWatch:
             self.warned.add(key)
             log.warning("a record of %s with content was written to the log unsealed: it stays readable "
                         "after a deletion. Plain producers write to the intake topic when a namespace key is "
-                        "set (README, Forgetting)", key.decode(errors="replace"))
+                        "set (docs/forgetting.md)", key.decode(errors="replace"))
         return True
 
     def tap(self, inner: Callable[[list[Any]], Awaitable[None]]) -> Callable[[list[Any]], Awaitable[None]]:
