@@ -153,8 +153,9 @@ def run_demo(settings: Settings, conversation: Path, *, stay: bool, model: str |
         print(f"3/5 playing {plural(len(records), 'message')} of {plural(len(threads), 'thread')} as an agent loop "
               "(message, step, reply, turn end) ...", flush=True)
         asyncio.run(_play(settings, records))
+        pace = ", one to four minutes a call on two idle cores, more on a busy machine"
         print(f"4/5 lifecycle events (the observer is {models[0]}"
-              f"{', one to two minutes a call on two cores' if models[0].startswith('local/') else ''}):", flush=True)
+              f"{pace if models[0].startswith('local/') else ''}):", flush=True)
         done = asyncio.run(_follow(settings, base, threads, len(records), patience=900 if real else 180))
         print(f"5/5 context windows{'' if done else ' (still settling)'}:")
         for thread in threads:
