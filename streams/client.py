@@ -165,7 +165,7 @@ class OmClient:
                 raise RefusedRecord("invalid", f"send_messages takes Message records, not {type(message).__name__}")
             # No token count: the fold counts every message itself and trusts no other count.
             value = encode(message)
-            check_outgoing(self.settings, message, value, now_ms=now_ms)
+            check_outgoing(self.settings, value, now_ms=now_ms)
             plain.append(value)
         futures = []
         for message, value in zip(batch, plain):
@@ -237,7 +237,7 @@ class OmClient:
         if reason is not None:  # the worker would dead-letter it: refused here, before sending
             raise UnroutedRecord(reason)
         value = encode(record)
-        check_outgoing(self.settings, record, value)  # and so would it anything else it refuses on sight
+        check_outgoing(self.settings, value)  # and so would it anything else it refuses on sight
         value = await self.sealed(value, record.thread_id, record.resource_id, is_message=False)
         key = self._key(record.thread_id, record.resource_id)
         await self._barrier.settled(key)

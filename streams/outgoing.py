@@ -17,7 +17,6 @@ own (`memory_key`), so `wrong-key` cannot happen; `send_raw` checks nothing on p
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from omstream.schemas.codec import DecodeFailure, decode_input
 from omstream.schemas.control import ResourceDeleted
@@ -35,13 +34,13 @@ class RefusedRecord(OmError, ValueError):
     dead-letter code it would have had (`too-large`, `invalid`, `future-time`, ...)."""
 
     def __init__(self, code: str, reason: str) -> None:
-        self.code = code
+        self.code, self.reason = code, reason
         super().__init__(f"{code}: {reason}")
 
 
-def check_outgoing(settings: Settings, record: Any, value: bytes, *, now_ms: int | None = None) -> None:
-    """Raise `RefusedRecord` if the worker would dead-letter `value` (the plain bytes of
-    `record`, before any sealing: the worker checks what it opens) at once.  `now_ms`, the
+def check_outgoing(settings: Settings, value: bytes, *, now_ms: int | None = None) -> None:
+    """Raise `RefusedRecord` if the worker would dead-letter `value` (a record's plain bytes,
+    before any sealing: the worker checks what it opens) at once.  `now_ms`, the
     producer's clock, stands for the record's log time (the broker stamps it on arrival)."""
     limits = Limits.from_settings(settings)
     violation = check_raw(value, limits)

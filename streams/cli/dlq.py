@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -203,21 +202,19 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def checked_record(raw: bytes, settings: Settings) -> Any:
-    """The record to resend, decoded; `CommandError` with the reason the worker would give."""
-    from omstream.schemas.codec import DecodeFailure, decode_input
+    """The record to resend, decoded; `CommandError` with the reason the worker would give
+    (the client's own check before sending, `omstream.outgoing`)."""
+    from omstream.schemas.codec import decode_input
     from omstream.schemas.jobs import ModelResult
-    from omstream.schemas.messages import Message
 
-    from ..limits import Limits, check_message, check_raw
+    from ..outgoing import RefusedRecord, check_outgoing
 
-    limits = Limits.from_settings(settings)
+    try:
+        check_outgoing(settings, raw)
+    except RefusedRecord as refused:
+        raise CommandError(f"the record would be refused again ({refused.code}): {refused.reason}; nothing sent",
+                           EXIT_INPUT) from None
     record = decode_input(raw)
-    problem = check_raw(raw, limits) or (record if isinstance(record, DecodeFailure) else None)
-    if problem is None and isinstance(record, Message):
-        problem = check_message(record, limits, int(time.time() * 1000))
-    if problem is not None:
-        raise CommandError(f"the record would be refused again ({problem.code}): {problem.reason}; nothing sent",
-                           EXIT_INPUT)
     if isinstance(record, ModelResult):
         raise CommandError("a model result is sent only by the model agents, signed; nothing sent", EXIT_INPUT)
     return record
