@@ -153,7 +153,8 @@ def summary(sim: Simulation) -> dict[str, Any]:
     calls = Tally(job.kind for job in sim.jobs)
     cycles = cycle_count(sim.events)
     return {
-        "cycles": {"started": cycles.started, "failed": cycles.failed},
+        "cycles": {"started": cycles.started, "failed": cycles.failed,
+                   **({"firstError": cycles.first_error} if cycles.first_error else {})},
         "events": dict(sorted(Tally(e.type for e in sim.events).items())),
         "modelCalls": {"observer": calls["observe"] + calls["buffer"],
                        "reflector": calls["reflect"] + calls["buffer-reflection"]},
@@ -190,16 +191,29 @@ class CycleCount:
 
 
 def cycle_count(events: Iterable[Any]) -> CycleCount:
-    """How many cycles the events started and how many failed, with the first failure's error."""
+    """How many cycles the events started and how many failed, with the first failure's error.
+
+    A reflection's compression ladder marks each rung that did not fit with a failed event and
+    starts the next rung at once, from the same record: that is one cycle going on, not a
+    failure (the rung's start is not a new cycle either)."""
     started = failed = 0
     first: str | None = None
+    marker: Any = None  # a failed event that may be a rung of a ladder
     for event in events:
-        if event.type in _STARTS:
+        if marker is not None and not (event.type in _STARTS and _same_cycle(marker, event)):
+            failed, first = failed + 1, first or str(marker.data.error)
+        if event.type in _STARTS and not (marker is not None and _same_cycle(marker, event)):
             started += 1
-        elif event.type in _FAILURES:
-            failed += 1
-            first = first or str(event.data.error)
+        marker = event if event.type in _FAILURES else None
+    if marker is not None:
+        failed, first = failed + 1, first or str(marker.data.error)
     return CycleCount(started, failed, first)
+
+
+def _same_cycle(failure: Any, start: Any) -> bool:
+    """The start of the next rung of `failure`'s ladder: the same operation, thread and record."""
+    a, b = failure.data, start.data
+    return (a.operation_type, a.thread_id, a.record_id) == (b.operation_type, b.thread_id, b.record_id)
 
 
 def format_timeline(events: Iterable[Any], *, buffering_end: bool = False) -> list[str]:
@@ -247,8 +261,8 @@ def format_timeline(events: Iterable[Any], *, buffering_end: bool = False) -> li
 
 
 def run(conversation: Path, om: OmConfig, *, out: Path | None, parity: bool,
-        measured_time: bool, timeline: bool) -> tuple[dict[str, Any], CycleCount]:
-    """The `om simulate` command's work; returns the summary it prints and its cycles' outcome."""
+        measured_time: bool, timeline: bool) -> dict[str, Any]:
+    """The `om simulate` command's work; returns the summary it prints (with its cycles' outcome)."""
     records = read_conversation(conversation)
     if parity:
         om = parity_config(om)
@@ -258,4 +272,4 @@ def run(conversation: Path, om: OmConfig, *, out: Path | None, parity: bool,
         write_events(sim.events, out)
     if timeline:
         print("\n".join(format_timeline(sim.events)))
-    return summary(sim), cycle_count(sim.events)
+    return summary(sim)

@@ -19,7 +19,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from omstream.schemas.config import load_om_config
 
     from ..settings import SettingsError, file_problems, read_config_file
-    from ..simulation import run
+    from ..simulation import CycleCount, run
 
     # Its own --config (args.options) names the options; else the global one.  Their mistakes
     # are settings problems (exit 1); a bad conversation file is exit 2.
@@ -29,12 +29,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         raise SettingsError(file_problems(data))
     om = load_om_config(data)
     try:
-        summary, cycles = run(Path(args.conversation), om, out=args.out, parity=args.parity,
-                              measured_time=args.measured_time, timeline=args.timeline)
+        summary = run(Path(args.conversation), om, out=args.out, parity=args.parity,
+                      measured_time=args.measured_time, timeline=args.timeline)
     except (OSError, ValueError) as exc:
         raise CommandError(str(exc), EXIT_INPUT) from None
     print(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode(), file=sys.stderr)
-    failed = cycles.failure_line()
+    cycles = summary["cycles"]
+    failed = CycleCount(cycles["started"], cycles["failed"], cycles.get("firstError")).failure_line()
     if failed is not None:  # the events are written all the same (--out): they say what failed
         raise CommandError(failed)
     return 0

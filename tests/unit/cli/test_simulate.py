@@ -2,12 +2,14 @@
 (no model key) used to print its summary and exit 0.  `examples/simulate.toml` is the options
 file the command's help names, and it runs offline."""
 
+from types import SimpleNamespace
+
 import orjson
 import pytest
 
 from omstream.cli import main
 from omstream.cli.common import EXAMPLES
-from omstream.simulation import CycleCount
+from omstream.simulation import CycleCount, cycle_count
 
 CONVERSATION = EXAMPLES / "demo-conversation.jsonl"
 OPTIONS = EXAMPLES / "simulate.toml"
@@ -52,3 +54,19 @@ def test_a_run_whose_cycles_all_failed_says_so_and_exits_1(tmp_path, capsys):
 ])
 def test_the_failure_line_counts_the_failed_of_the_started(count, line):
     assert count.failure_line() == line
+
+
+def _event(kind: str, record: str, error: str = "") -> SimpleNamespace:
+    return SimpleNamespace(type=f"data-om-observation-{kind}", data=SimpleNamespace(
+        operation_type="reflection", thread_id="t1", record_id=record, error=error))
+
+
+def test_a_reflection_ladder_is_one_cycle_and_fails_only_when_it_gives_up():
+    rung = [_event("start", "r1"), _event("failed", "r1", "Did not compress below threshold"),
+            _event("start", "r1"), _event("end", "r1")]
+    assert cycle_count(rung) == CycleCount(1, 0)
+    gave_up = [*rung[:3], _event("failed", "r1", "Reflector produced empty output")]
+    assert cycle_count(gave_up) == CycleCount(1, 1, "Reflector produced empty output")
+    # A failure followed by the start of another record's cycle is a failure, and a new cycle.
+    other = [_event("start", "r1"), _event("failed", "r1", "HTTP 500"), _event("start", "r2")]
+    assert cycle_count(other) == CycleCount(2, 1, "HTTP 500")
