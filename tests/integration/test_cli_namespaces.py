@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from omstream.cli.namespaces import namespaces_on
 from omstream.client import OmClient
 from omstream.schemas.codec import encode
 from tests.helpers import engine, fold_inputs, message
@@ -48,7 +49,14 @@ def test_a_namespace_without_the_topic_is_refused_at_once_naming_the_ones_there(
     topic = {"tail": "never-made.events", "dlq": "never-made.dlq", "export": "never-made.log"}[command[0]]
     assert line.startswith(f"om {command[0]}: no topic {topic} in namespace 'never-made' on {env.settings.bootstrap}; "
                            "namespaces there: "), line
-    assert env.settings.namespace in line and line.endswith("choose one with --namespace NS or OM_NAMESPACE")
+    assert line.endswith("; choose one with --namespace NS or OM_NAMESPACE"), line
+    # The session's broker holds the namespaces of every test so far: the line names the first
+    # five, newest first, and counts the rest (this test's is among them, named or counted).
+    known = asyncio.run(namespaces_on(env.settings.bootstrap))
+    assert env.settings.namespace in known
+    listed = line.split("namespaces there: ", 1)[1].removesuffix("; choose one with --namespace NS or OM_NAMESPACE")
+    more = f" and {len(known) - 5} more" if len(known) > 5 else ""
+    assert listed == ", ".join(known[:5]) + more, (listed, known)
 
 
 def test_the_running_demos_namespace_is_read_when_none_is_named(new_env, state_home):
