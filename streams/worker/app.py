@@ -60,6 +60,8 @@ MAX_FETCH_BYTES = 1024 * 1024
 #: Records (and their bytes) the fold agent reads ahead of its batches (`omstream.backlog`).
 BACKLOG_RECORDS = 5000
 BACKLOG_BYTES = 32 * 1024**2
+#: How old the consumer's view of the topics may grow before it is read again (see build_app).
+METADATA_MAX_AGE_MS = 10_000
 
 
 def _faust_app(settings: Settings) -> WorkerApp:
@@ -82,6 +84,11 @@ def _faust_app(settings: Settings) -> WorkerApp:
         # A killed worker's partitions move on once its session times out (Faust's default is
         # 60 s, so a restart waited a minute for the group to rebalance).
         broker_session_timeout=10.0,
+        # A group leader that assigns while the broker does not yet report the topics (just
+        # after a broker restart) assigns nothing, and rejoins only when its metadata shows the
+        # topics' partitions, at the next refresh: by default 5 minutes in which no memory is
+        # folded (the chaos test saw a worker sit idle so).  A refresh every 10 s bounds that.
+        consumer_metadata_max_age_ms=METADATA_MAX_AGE_MS,
         consumer_group_instance_id=settings.instance_id or None,
         table_standby_replicas=settings.standby_replicas,
         Topic=WorkerTopic,

@@ -29,6 +29,7 @@ def build(tmp_path: Path, role: str, extra: str = "") -> str:
         print("topics", topics)
         print("tables", sorted(app.tables))
         print("group", app.conf.id)
+        print("metadata max age", app.conf.consumer_metadata_max_age_ms)
         print("table manager", type(app.tables).__name__)
         if {role!r} == "fold":  # "auto" attachments: litellm's table, read in a child process
             from omstream.worker.capability import takes_attachments_apart
@@ -43,6 +44,9 @@ def build(tmp_path: Path, role: str, extra: str = "") -> str:
 def test_a_fold_worker_folds_alone_and_never_imports_litellm(tmp_path):
     out = build(tmp_path, "fold")
     assert "agents ['fold']" in out and "topics ['roles.log']" in out
+    # A leader that assigned nothing while a restarted broker did not yet report the topics
+    # rejoins at its next metadata refresh: seconds, not Faust's default of 5 minutes.
+    assert "metadata max age 10000" in out
     assert "tables ['state']" in out and "group omstream-roles\n" in out
     assert "vision True False" in out and "litellm False" in out
 
