@@ -16,6 +16,7 @@ import tomllib
 from pathlib import Path
 
 from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.plugins import event_priority
 
 ROOT = Path(__file__).resolve().parents[2]
 TREE = ROOT / ".omstream" / "docs-package"  # mkdocs.yml: plugins > mkdocstrings > handlers > python > paths
@@ -36,6 +37,11 @@ def build_tree(root: Path = ROOT, tree: Path = TREE) -> Path:
     return tree
 
 
+# Before mkdocstrings' own `on_config` (priority 0): its python handler expands `paths` as globs,
+# which drops a folder that does not exist yet, and on a fresh clone griffe then finds `omstream`
+# through the editable install, without the subpackages in sibling folders ("Could not collect
+# 'omstream.schemas.messages.Message'", the CI failure this priority fixes).
+@event_priority(100)
 def on_config(config: MkDocsConfig) -> MkDocsConfig:
     build_tree()
     return config
