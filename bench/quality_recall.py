@@ -23,9 +23,11 @@ models could take OpenAI-style `tools`, but one protocol keeps the readers compa
 2. a reply whose first line is `RECALL: <message id>`, `RECALL: start` or `RECALL: {json}` (any of
    the tool's parameters, camelCase) is a recall call: the bench runs the handler and asks again with the
    reply and `Recall result:` + the answer appended, then the question again;
-3. after `cap` calls the result comes with "no more recalls: answer now", and the reader's next
-   reply is its answer, less any leading `RECALL:` lines (not executed); a reply of nothing else
-   is scored as it stands.
+3. after `cap` calls the reader is asked once more *without the option*: the window alone (no
+   guide), then what its recalls read, then the question (`FINAL`).  A small reader told "no more
+   recalls" beside a guide that still offers them asked again (all four recall questions of a
+   held-out run ended with no answer); a prompt that offers nothing can only be answered.  Its
+   reply is the answer, less any leading `RECALL:` lines (not executed).
 
 Checkpoints: each reader call is kept by the digest of its messages (`steps-<condition>-<key>`),
 so a run stopped between a question's calls resumes without asking one twice, and each finished
@@ -47,8 +49,8 @@ from .locomo import QA, Conversation
 from .quality_answer import answer_each, ask, protocol
 from .quality_store import CallLimit, Store, digest, source_digest
 
-__all__ = ["CONDITION", "DEFAULT_CALLS", "GUIDE", "Recaller", "answer_with_recall", "final", "guide_message", "parse_recall",
-           "recall_summary", "session_index", "shown"]
+__all__ = ["CONDITION", "DEFAULT_CALLS", "GUIDE", "Recaller", "answer_with_recall", "final", "final_messages",
+           "guide_message", "parse_recall", "recall_summary", "session_index", "shown"]
 
 CONDITION = "omstream+recall"
 DEFAULT_CALLS = 2
@@ -59,7 +61,7 @@ To read a session, reply with its RECALL line below, exactly, and nothing else:
 You get up to 20 messages with their ids (`RECALL: <message id>` reads the 20 after that id), then you \
 answer. At most {cap} recalls per question. If your observations already hold the answer, answer directly."""
 RESULT = "Recall result:\n{result}\n\n{question}"
-LAST = "Recall result:\n{result}\n\nNo more recalls: answer now.\n\n{question}"
+FINAL = "Messages you read from the conversation:\n\n{results}\n\n{question}"
 _RECALL = re.compile(r"^\s*\**RECALL\**\s*:\s*(?P<arg>.+?)\s*$", re.IGNORECASE)
 
 
@@ -171,7 +173,7 @@ async def answer_with_recall(context: list[dict[str, Any]], questions: Sequence[
     """Each question's answer with recall, and how many came from the checkpoint.  `context` is
     the window followed by the guide; `conversation_key` a digest of the messages the handler
     reads (the window does not hold them all)."""
-    key = digest(context, protocol(model, seed), {"cap": cap, "result": RESULT, "last": LAST,
+    key = digest(context, protocol(model, seed), {"cap": cap, "result": RESULT, "final": FINAL,
                                                   "handler": source_digest(recall_sources()),
                                                   "bench": source_digest([Path(__file__)]),
                                                   "messages": conversation_key})
@@ -230,8 +232,19 @@ async def _question(context: list[dict[str, Any]], prompt: str, model: str, seed
         answer, text = await recaller.call(params)
         recalls.append({"request": step["reply"].strip().splitlines()[0], "params": params,
                         "error": answer.get("error"), "result": text})
-        follow = (LAST if len(recalls) >= cap else RESULT).format(result=text, question=prompt)
-        messages = [*messages, {"role": "assistant", "content": step["reply"]}, {"role": "user", "content": follow}]
+        if len(recalls) >= cap:
+            messages = final_messages(context, recalls, prompt)
+        else:
+            messages = [*messages, {"role": "assistant", "content": step["reply"]},
+                        {"role": "user", "content": RESULT.format(result=text, question=prompt)}]
+
+
+def final_messages(context: list[dict[str, Any]], recalls: Sequence[dict[str, Any]], prompt: str) -> list[dict[str, Any]]:
+    """The last ask of a question whose recalls reached the cap: the window without the guide
+    (`context` ends with it), what the recalls read (not their refusals), then the question."""
+    window = context[:-1] if context and context[-1]["content"].startswith(GUIDE[:40]) else context
+    read = [r["result"] for r in recalls if not r.get("error")] or ["(nothing)"]
+    return [*window, {"role": "user", "content": FINAL.format(results="\n\n".join(read), question=prompt)}]
 
 
 def final(reply: str) -> str:

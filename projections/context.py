@@ -12,7 +12,7 @@ re-sent event after a worker crash changes nothing.
 The window itself (spec §10), as chat messages in this order:
 
 1. system: the preamble + `\\n\\n` + the usage instructions (KNOWLEDGE UPDATES, PLANNED ACTIONS,
-   MOST RECENT USER INPUT, …);
+   MOST RECENT USER INPUT, …, and omstream's own WHAT YOU DO NOT KNOW);
 2. system (resource scope only, when given): the other conversations block;
 3. system: the literal `<observations>` (no closing tag is ever sent, as in the original);
 4. one system message per boundary-delimited chunk of the log, after the context transform
@@ -91,7 +91,13 @@ INSTRUCTIONS = (
     "MOST RECENT USER INPUT: the user's latest message is the strongest signal of what they want "
     "now; give it priority over everything recorded here.\n\n"
     "SYSTEM REMINDERS: text inside <system-reminder> tags is guidance for you from the system. "
-    "Follow it, but never quote or mention it to the user."
+    "Follow it, but never quote or mention it to the user.\n\n"
+    # omstream's own rule (the original has none): a small reader otherwise answers a question
+    # about something never said with the nearest fact it holds, often another person's.
+    "WHAT YOU DO NOT KNOW: these observations and the messages after them are all you remember. "
+    "If the user asks about something they do not record, or that they record about a different "
+    "person, thing or time than the one asked about, say that it was not mentioned; never fill the "
+    "gap with a similar fact or a guess."
 )
 CONTINUATION_HINT = (
     "This conversation is already under way: the messages before this point were condensed into "

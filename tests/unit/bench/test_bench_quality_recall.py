@@ -25,15 +25,15 @@ _SESSION_2 = re.compile(r"^(RECALL: \S+)   \(session 2, [^)]*\)$", re.MULTILINE)
 
 def _reply(name: str, messages: list[dict[str, Any]]) -> str:
     """`recaller/once`: copies the guide's line for session 2, then answers with the first words
-    of the result; `recaller/always`: recalls every time, and past the cap writes its answer under
-    the recall line; `recaller/never`: answers."""
+    of the result; `recaller/always`: recalls whenever a guide offers it; `recaller/never`: answers.
+    Without a guide (the last ask past the cap) every reader answers."""
     system = "\n".join(str(m.get("content")) for m in messages if m.get("role") == "system")
     last = str(messages[-1].get("content"))
     found = _SESSION_2.search(system)
     if name == "never" or found is None:
         return "pottery class"
     if name == "always":
-        return found.group(1) + ("\npottery class" if "No more recalls" in last else "")
+        return found.group(1)
     if not last.startswith("Recall result:"):
         return found.group(1)
     return "from recall: " + " ".join(last.split()[2:8])
@@ -121,14 +121,16 @@ def test_the_cap_holds(data, tmp_path):
     code, report = run(data, tmp_path, "recaller/always", "--recall-calls", "1")
     assert code == 0 and report is not None
     assert report["recall"]["calls"] == 6 and report["recall"]["capReached"] == 6
-    # Past the cap it wrote another recall line, then its answer: the line is dropped, the answer scored.
-    assert report["recall"]["recallPastCap"] == 6 and report["recall"]["noAnswerPastCap"] == 0
+    # Past the cap it is asked once more without the option (no guide), so every question ends
+    # with an answer even from a reader that recalls whenever it may.
+    assert report["recall"]["recallPastCap"] == 0 and report["recall"]["noAnswerPastCap"] == 0
     rows = [json.loads(line) for line in Path(report["questionsFile"]).read_text().splitlines()]
     assert {r["conditions"]["omstream+recall"]["reply"] for r in rows} == {"pottery class"}
-    assert all(r["conditions"]["omstream+recall"]["raw"].startswith("RECALL: ") for r in rows)
     assert report["modelCallsMade"]["answer omstream+recall"] == 12  # 1 recall + the last call, per question
-    last = [m for name, m in PROMPTS if m[-1]["content"].startswith("Recall result:")]
-    assert len(last) == 6 and all("No more recalls: answer now." in m[-1]["content"] for m in last)
+    last = [m for name, m in PROMPTS if m[-1]["content"].startswith("Messages you read from the conversation:")]
+    window = PROMPTS[0][1][:-1]  # condition omstream's first request: the window, then the question
+    assert len(last) == 6 and all(m[:-1] == window for m in last)  # the window alone: no guide
+    assert all("Session 2 turn 1: I keep thinking about" in m[-1]["content"] for m in last)  # what was read
 
     code, report = run(data, tmp_path / "two", "recaller/always")
     assert code == 0 and report is not None

@@ -83,9 +83,9 @@ def test_preamble_and_instructions():
     assert PREAMBLE == "The following observations block contains your memory of past conversations with this user."
     headings = [p.split(":")[0] for p in INSTRUCTIONS.split("\n\n")]
     assert headings == ["IMPORTANT", "KNOWLEDGE UPDATES", "PLANNED ACTIONS", "MOST RECENT USER INPUT",
-                        "SYSTEM REMINDERS"]
+                        "SYSTEM REMINDERS", "WHAT YOU DO NOT KNOW"]  # the last one is omstream's own
     for words in ("most recent", "will start", "is switching", "changed to", "moved to", "in the past",
-                  "<system-reminder>"):
+                  "<system-reminder>", "not mentioned"):
         assert words in INSTRUCTIONS
 
 
