@@ -3,6 +3,7 @@ from the conversation itself?
 
     python -m bench.quality                                  # conversation 0, 40 questions, local model
     python -m bench.quality --max-sessions 3 --questions 8   # a quick development run
+    python -m bench.quality --conversations 0-4              # the development set, one table over it
     python -m bench.quality --model gemini/gemini-2.5-flash  # any litellm model, key in the environment
     python -m bench.quality --reader gemini/gemini-2.5-flash # local Observer/Reflector, hosted reader
     python -m bench.quality --help
@@ -125,6 +126,7 @@ from .quality_report import (
     write_questions,
 )
 from .quality_store import BENCH_VERSION, CallCache, CallLimit, StopRequested, Store, digest, source_digest
+from .quality_summary import combine, format_summary, parse_conversations
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
@@ -144,6 +146,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo's locomo10.json (default: %(default)s)")
     p.add_argument("--conversation", type=int, default=0, help="sample index in the file (default 0; 5-9 are held out)")
+    p.add_argument("--conversations", default=None, metavar="LIST",
+                   help="run several conversations one after the other (`0-4`: the development set, whole) "
+                        "and print one table over them (bench/quality_summary.py); each keeps its own "
+                        "checkpoints and report, --out is then the summary's JSON")
     p.add_argument("--questions", type=int, default=40, help="questions to sample (default 40)")
     p.add_argument("--model", default=DEFAULT_MODEL,
                    help="every role's model: `local/qwen2.5-1.5b` (default) or any litellm model "
@@ -459,20 +465,55 @@ def print_report(report: dict[str, Any], summary: dict[str, dict[str, Any]], cou
     print(f"per-question inspection: {report['questionsFile']}")
 
 
+def _write(out: Path, report: dict[str, Any], command: str) -> None:
+    report["command"] = command
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"report: {out}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    command = " ".join(["python -m bench.quality", *(sys.argv[1:] if argv is None else argv)])
+    if args.conversations is not None:
+        return _main_several(args, command)
     out = args.out or ROOT / ".omstream" / "bench" / f"quality-conv{args.conversation}.json"
     try:
         report = asyncio.run(run(args, out))
     except StopRequested as stop:
         print(f"stopped: {stop}", file=sys.stderr)
         return 3
-    if "exported" in report:  # --export-corpus: no run, no report
-        return 0
-    report["command"] = " ".join(["python -m bench.quality", *(sys.argv[1:] if argv is None else argv)])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"report: {out}")
+    if "exported" not in report:  # --export-corpus: no run, no report
+        _write(out, report, command)
+    return 0
+
+
+def _main_several(args: argparse.Namespace, command: str) -> int:
+    """`--conversations`: each conversation's run and report as `--conversation N` makes them,
+    then the table over all of them."""
+    try:
+        indices = parse_conversations(args.conversations)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
+    if args.export_corpus is not None:
+        raise SystemExit("--export-corpus takes one --conversation")
+    summary_out = args.out or ROOT / ".omstream" / "bench" / "quality-summary.json"
+    reports = []
+    for n in indices:
+        one = argparse.Namespace(**{**vars(args), "conversation": n, "conversations": None, "out": None})
+        out = summary_out.parent / f"quality-conv{n}.json"  # beside the summary
+        print(f"=== conversation {n} ({indices.index(n) + 1} of {len(indices)})", flush=True)
+        try:
+            report = asyncio.run(run(one, out))
+        except StopRequested as stop:
+            print(f"stopped: {stop} (conversation {n}; the next run resumes there)", file=sys.stderr)
+            return 3
+        _write(out, report, f"{command} (conversation {n})")
+        reports.append(report)
+    summary = combine(reports)
+    print()
+    print(format_summary(summary))
+    _write(summary_out, summary, command)
     return 0
 
 
