@@ -177,6 +177,9 @@ class ObservationEndData(WireModel):
     observed message. Absent when nothing is observed yet."""
     generation: Count = 0
     """omstream: the memory's generation (reflections so far) after the cycle."""
+    times_corrected: Count | None = None
+    """omstream: the Observer's observation lines whose date or time was not one of the observed
+    messages' and was corrected to the nearest one. Absent when none was (and for a reflection)."""
 
 
 class ObservationFailedData(WireModel):
@@ -259,6 +262,9 @@ class BufferingEndData(WireModel):
     when the chunk covers no message."""
     generation: Count = 0
     """omstream: the memory's generation the chunk was built on."""
+    times_corrected: Count | None = None
+    """omstream: the Observer's observation lines whose date or time was not one of the buffered
+    messages' and was corrected to the nearest one. Absent when none was (and for a reflection)."""
 
 
 class BufferingFailedData(WireModel):

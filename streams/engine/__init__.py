@@ -19,7 +19,8 @@ modules: the rule, a function of numbers and records (`activation`, `extraction`
   `reflecting`/`reflection_plan`, `extracting`/`extraction`: the cycles.
 - `jobs`: the model job a cycle sends; `results`: where its answer goes; `deadline`: the backstop.
 - `prompts`, `transcript`, `truncation`, `observer_attachments`: what the models are shown;
-  `parsing`: how their answers are read; `observations`: the observation text; `groups`: its
+  `parsing`: how their answers are read; `observation_times`: an Observer's dates and times held
+  to its messages; `observations`: the observation text; `groups`: its
   observation groups with retrieval on (spec §12).
 - `tokens`, `attachments`: token counts; `temporal`: time-gap markers; `state`: the record kept.
 """

@@ -16,6 +16,7 @@ from omstream.schemas.jobs import ModelResult
 from .extracting import extract, extraction_fields, extractors, retitle
 from .groups import grouped
 from .jobs import failed, failure, model_job, outcome_time
+from .observation_times import check_messages
 from .observing import observer_request, read_observer, regenerate
 from .state import BufferedChunk, Cycle, PendingMessage
 from .step import Step
@@ -94,11 +95,13 @@ def buffer_result(step: Step, cycle: Cycle, result: ModelResult) -> None:
         return
     # Spec: a buffering end reports the extractors' values as persisted already, before the
     # chunk activates.
-    found = extract(step, cycle, result.output or "", parsed.observations)
-    state = step.state
     covered = [m for m in state.pending if m.id in set(cycle.message_ids)]
+    # Dates and times held to the buffered messages before anything reads the observations.
+    checked = check_messages(parsed.observations, covered, step.config.om.time_zone)
+    found = extract(step, cycle, result.output or "", checked.text)
+    state = step.state
     text = grouped(step.config.resolved.retrieval is not None, state.memory_key, cycle.cycle_id, covered,
-                   parsed.observations)
+                   checked.text)
     chunk = BufferedChunk(
         cycle_id=cycle.cycle_id, observations=text,
         tokens=step.config.counter.count(text), message_ids=cycle.message_ids,
@@ -113,6 +116,6 @@ def buffer_result(step: Step, cycle: Cycle, result: ModelResult) -> None:
         buffered_tokens=sum(c.tokens for c in chunks), record_id=step.record_id,
         thread_id=state.thread_id, observations=text,
         observed_message_ids=cycle.message_ids, generation=state.generation,
-        **extraction_fields(found),
+        times_corrected=checked.count or None, **extraction_fields(found),
     ), done)
     retitle(step, cycle, found, done)

@@ -16,6 +16,7 @@ cycle never share an id.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -36,6 +37,7 @@ from .extracting import extraction_fields, with_inline
 from .extraction import THREAD_TITLE, Extraction, title_change
 from .groups import grouped, strip_groups, thread_cycle
 from .jobs import failure, model_job
+from .observation_times import check_messages
 from .observer_attachments import observer_user_content
 from .parsing import ObserverOutput, is_degenerate
 from .prompts import observer_system_prompt, observer_user_prompt
@@ -258,9 +260,13 @@ def _commit_batch(step: Step, cycle: Cycle, threads: tuple[str, ...], result: Mo
     for thread in threads:
         shown = shown_thread_id(thread, obscure)
         answer = parsed.get(shown) or ThreadAnswer(ObserverOutput(""))
+        # Each thread's dates and times held to that thread's own messages.
+        checked = check_messages(answer.output.observations, _thread_messages(step, cycle, thread),
+                                 step.config.om.time_zone)
+        answer = replace(answer, output=replace(answer.output, observations=checked.text))
         found = (thread_extraction(step, thread, result, followup, answer.output.observations)
                  if len(threads) == 1 else Extraction())
-        _commit_thread(step, cycle, thread, answer, found, done, duration)
+        _commit_thread(step, cycle, thread, answer, found, done, duration, corrected=checked.count)
     step.observations_changed = True
     return True
 
@@ -275,16 +281,21 @@ def fail_thread(step: Step, cycle: Cycle, thread: str, error: str, done: datetim
     step.emit(ObservationFailed, data.model_copy(update={"thread_id": thread}), done, thread_id=thread)
 
 
+def _thread_messages(step: Step, cycle: Cycle, thread: str) -> tuple[PendingMessage, ...]:
+    """The cycle's messages of `thread` still unobserved."""
+    state = step.state
+    covered = set(cycle.message_ids)
+    return tuple(m for m in state.pending if m.id in covered and thread_of(m, state) == thread)
+
+
 def _commit_thread(step: Step, cycle: Cycle, thread: str, answer: ThreadAnswer, found: Extraction,
-                   done: datetime, duration: int) -> None:
+                   done: datetime, duration: int, *, corrected: int = 0) -> None:
     """Merge one thread's observations into the log and retire the messages they cover.  A
     thread the answer left out is observed with no new text (spec §7.5): its messages leave
     the window all the same, as the original's do."""
     state, config = step.state, step.config
     parsed = answer.output
-    covered = set(cycle.message_ids)
-    mine: tuple[PendingMessage, ...] = tuple(
-        m for m in state.pending if m.id in covered and thread_of(m, state) == thread)
+    mine = _thread_messages(step, cycle, thread)
     if not mine:
         return
     newest = max(m.created_at for m in mine)
@@ -313,7 +324,7 @@ def _commit_thread(step: Step, cycle: Cycle, thread: str, answer: ThreadAnswer, 
         current_task=parsed.current_task, suggested_response=parsed.suggested_response,
         record_id=step.record_id, thread_id=thread,
         observed_message_ids=tuple(m.id for m in mine), cursor=iso(cursor), generation=state.generation,
-        **extraction_fields(Extraction(values, found.failures)),
+        times_corrected=corrected or None, **extraction_fields(Extraction(values, found.failures)),
     ), done, thread_id=thread)
     _retitle(step, cycle, thread, values, done)  # after the end event, as in thread scope
 

@@ -20,6 +20,7 @@ from .extraction import Spec
 from .groups import grouped, strip_groups
 from .jobs import failed, model_job
 from .multi_observing import start_resource_observation
+from .observation_times import check_messages
 from .observations import append_observations
 from .observer_attachments import observer_user_content
 from .parsing import ObserverOutput, is_degenerate, parse_observer_output
@@ -178,12 +179,14 @@ def observe_messages(step: Step, message_ids: tuple[str, ...], text: str, cursor
 
 def _commit_observation(step: Step, cycle: Cycle, parsed: ObserverOutput, done: datetime,
                         duration: int, raw: str) -> None:
-    found = extract(step, cycle, raw, parsed.observations)
-    state, config = step.state, step.config
     covered = set(cycle.message_ids)
-    observed = [m for m in state.pending if m.id in covered]
+    observed = [m for m in step.state.pending if m.id in covered]
+    # Dates and times held to the observed messages before anything reads the observations.
+    checked = check_messages(parsed.observations, observed, step.config.om.time_zone)
+    found = extract(step, cycle, raw, checked.text)
+    state, config = step.state, step.config
     text = grouped(config.resolved.retrieval is not None, state.memory_key, cycle.cycle_id, observed,
-                   parsed.observations)
+                   checked.text)
     cursor = observe_messages(step, cycle.message_ids, text, max(m.created_at for m in observed))
     step.update(current_task=parsed.current_task, suggested_response=parsed.suggested_response,
                 cycles_completed=state.cycles_completed + 1, buffer_boundary=0,
@@ -195,7 +198,7 @@ def _commit_observation(step: Step, cycle: Cycle, parsed: ObserverOutput, done: 
         current_task=parsed.current_task, suggested_response=parsed.suggested_response,
         record_id=step.record_id, thread_id=state.thread_id,
         observed_message_ids=cycle.message_ids, cursor=iso(cursor), generation=state.generation,
-        **extraction_fields(found),
+        times_corrected=checked.count or None, **extraction_fields(found),
     ), done)
     retitle(step, cycle, found, done)
 
