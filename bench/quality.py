@@ -64,7 +64,8 @@ start from nothing.
 
 Report: F1 per condition per category and overall, context tokens per condition, compression
 (conversation tokens / omstream window tokens, and / observation tokens), Observer and
-Reflector calls, the share of Observer outputs parsed clean / recovered / failed, wall time per
+Reflector calls, the share of Observer outputs parsed clean / recovered / failed and whether the
+Observer ran under the answer's grammar (`observerGrammar`: a local model does), wall time per
 phase; printed as a table and written to `--out` (default
 `.omstream/bench/quality-conv<N>.json`).  Also: each model's prompt and generation speed,
 measured at the start on fixed prompts (`quality_answer.measure_speed`); F1 on the questions
@@ -120,6 +121,7 @@ from .quality_report import (
     format_regressions,
     format_split,
     format_table,
+    observer_grammar,
     question_rows,
     split_summary,
     summarise,
@@ -418,6 +420,7 @@ async def run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         "observerCalls": ingested.observer_calls,
         "reflectorCalls": ingested.reflector_calls,
         "generation": ingested.generation,
+        "observerGrammar": observer_grammar(ingested.calls),
         "observerOutputs": ingested.outcomes,
         "observerOutputShares": {k: round(v / outcome_total, 3) for k, v in ingested.outcomes.items()}
         if outcome_total else {},
@@ -447,7 +450,8 @@ def print_report(report: dict[str, Any], summary: dict[str, dict[str, Any]], cou
     print(f"conversation {report['conversationTokens']} tokens; omstream window {omstream_tokens} "
           f"(x{compression['conversationPerOmstreamWindow']}), observations {report['observationTokens']} "
           f"(x{compression['conversationPerObservations']}); recent = last {report['recentTurns']} turns")
-    print(f"observer calls {report['observerCalls']} (outputs: " + ", ".join(
+    grammar = {True: "under the grammar", False: "without a grammar"}.get(report.get("observerGrammar"), "grammar ?")
+    print(f"observer calls {report['observerCalls']}, {grammar} (outputs: " + ", ".join(
         f"{k} {v} ({report['observerOutputShares'].get(k, 0):.0%})" for k, v in report["observerOutputs"].items())
         + f"), reflector calls {report['reflectorCalls']}")
     if report.get("recall"):

@@ -144,15 +144,18 @@ async def _run(job: Any, cache: CallCache, limit: CallLimit, timeout: float) -> 
     """The job's result: from the call checkpoint, or from the model (then checkpointed)."""
     from omstream.models.calls import RetryPolicy, run_job
 
+    # Whether the call was made under the answer's grammar (a local model's Observer and
+    # Reflector calls are): the report reads the parse shares by it.
+    grammar = {"grammar": bool(job.settings.get("grammar"))}
     stored = cache.original(job.request_hash)
     if stored is not None:
         cached = cache.get(job)
-        return cached, {**_call_row(stored, True), "kind": job.kind}
+        return cached, {**_call_row(stored, True), "kind": job.kind, **grammar}
     limit.before("ingest")
     result = await run_job(job, RetryPolicy(), timeout=timeout)
     limit.count("ingest")
     cache.put(result, job)
-    return result, _call_row(result, False)
+    return result, {**_call_row(result, False), **grammar}
 
 
 async def ingest(thread: str, om: Any, messages: list[Any], cache: CallCache, limit: CallLimit, *,

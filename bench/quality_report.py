@@ -11,14 +11,23 @@ from . import locomo
 from .locomo import QA, Conversation
 from .quality_inspect import Evidence, answer_in, content_words, landing, observation_lines, recent_split
 
-__all__ = ["format_regressions", "format_split", "format_table", "question_rows", "split_summary", "summarise",
-           "write_questions"]
+__all__ = ["format_regressions", "format_split", "format_table", "observer_grammar", "question_rows",
+           "split_summary", "summarise", "write_questions"]
 
 SPLITS = ("inside", "outside", "unknown")
 
 
 def _mean(values: Sequence[float]) -> float | None:
     return round(sum(values) / len(values), 4) if values else None
+
+
+def observer_grammar(calls: Sequence[dict[str, Any]]) -> bool | None:
+    """Whether the run's Observer calls were made under the answer's grammar (a local model's
+    are, `omstream.engine.answer_grammar`): True for all, False for none, None when it cannot be
+    said (no Observer call, a mix, or calls checkpointed before the rows said so).  The parse
+    shares `clean`/`recovered`/`failed` are then read as the grammar's or the lenient parser's."""
+    marks = {row.get("grammar") for row in calls if row.get("kind") in ("observe", "buffer")}
+    return marks.pop() if len(marks) == 1 and marks <= {True, False} else None
 
 
 def summarise(questions: Sequence[QA], answers: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:

@@ -3,6 +3,10 @@
 A job carries everything the model agent needs and nothing it must look up: the model chosen for
 the input's size (`ModelByInputTokens`), its fallbacks, settings and provider options, and a
 request hash over all of them, so an answer cached for one request is never reused for another.
+
+An Observer or Reflector job for a local model (`local/<name>`, llama.cpp) also carries the
+grammar of the answer its prompt asks for (`answer_grammar`) in `settings["grammar"]`: the model
+then cannot write an answer the parser would have to repair.  A hosted model's job is unchanged.
 """
 
 from __future__ import annotations
@@ -18,8 +22,17 @@ from omstream.schemas.events import (
     ObservationFailedData,
     OperationType,
 )
-from omstream.schemas.jobs import ChatMessage, JobKind, JobTrigger, ModelJob, ModelResult, request_hash
+from omstream.schemas.jobs import (
+    ChatMessage,
+    JobKind,
+    JobTrigger,
+    ModelJob,
+    ModelResult,
+    TextContent,
+    request_hash,
+)
 
+from . import answer_grammar
 from .state import Cycle
 from .step import Step
 
@@ -39,7 +52,8 @@ def model_job(step: Step, cycle: Cycle, messages: tuple[ChatMessage, ...], *, re
     fallbacks = None
     if agent.routing == "fallbacks" and isinstance(agent.spec, tuple):
         fallbacks = tuple(e.model for e in agent.spec[1:] if e.enabled) or None
-    settings = {**agent.settings, **(extra_settings or {})}
+    settings = _with_grammar(step, kind or cycle.kind, model, messages, reflector,
+                             {**agent.settings, **(extra_settings or {})})
     options = agent.provider_options or None
     # An observer request asked again because its answer looped wants another answer.
     sample = 0 if reflector else cycle.level
@@ -54,6 +68,34 @@ def model_job(step: Step, cycle: Cycle, messages: tuple[ChatMessage, ...], *, re
         created_at=cycle.started_at, trigger=trigger, input_tokens=input_tokens,
         sample=sample or None, version=config.version, config_digest=config.digest,
     )
+
+
+#: Jobs whose answer is an Observer's or a Reflector's text.  A structured follow-up (`extract`)
+#: sends `response_format`, which llama.cpp turns into a grammar by itself.
+GRAMMAR_KINDS: frozenset[str] = frozenset({"observe", "buffer", "reflect", "buffer-reflection"})
+# The models layer's prefix (`omstream.models.local.PREFIX`); the engine never imports a model client.
+_LOCAL_PREFIX = "local/"
+
+
+def _text(message: ChatMessage) -> str:
+    if isinstance(message.content, str):
+        return message.content
+    return "\n".join(part.text for part in message.content if isinstance(part, TextContent))
+
+
+def _with_grammar(step: Step, kind: str, model: str, messages: tuple[ChatMessage, ...], reflector: bool,
+                  settings: dict[str, Any]) -> dict[str, Any]:
+    """`settings` with the answer's grammar, for an Observer or Reflector job of a local model.
+
+    A `grammar` the user set in the agent's `modelSettings` wins (an empty one turns constrained
+    decoding off: the models layer sends no empty grammar); so does one a caller passed."""
+    if not model.startswith(_LOCAL_PREFIX) or kind not in GRAMMAR_KINDS or "grammar" in settings:
+        return settings
+    system = "\n".join(_text(m) for m in messages if m.role == "system")
+    user = "\n".join(_text(m) for m in messages if m.role == "user")
+    grammar = answer_grammar.request_grammar(system, user, reflector=reflector,
+                                             resource=step.config.resolved.scope == "resource")
+    return {**settings, "grammar": grammar} if grammar else settings
 
 
 def outcome_time(step: Step, cycle: Cycle, result: ModelResult) -> tuple[datetime, int]:

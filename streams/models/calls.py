@@ -307,8 +307,15 @@ def provider_arguments(model: str, provider_options: Mapping[str, Any] | None) -
 
 
 def call_arguments(job: ModelJob, model: str) -> dict[str, Any]:
-    """Every litellm argument of a call of `job` to `model` besides model/messages/timeout."""
-    return {**translate_settings(job.settings), **provider_arguments(model, job.provider_options)}
+    """Every litellm argument of a call of `job` to `model` besides model/messages/timeout.
+
+    The answer's `grammar` (a GBNF for llama.cpp, set on a local model's Observer and Reflector
+    jobs) goes to a local model only: a hosted model, a local job's fallback among them, would
+    refuse or ignore an argument it does not know."""
+    arguments = {**translate_settings(job.settings), **provider_arguments(model, job.provider_options)}
+    if not local.is_local(model):
+        arguments.pop("grammar", None)
+    return arguments
 
 
 def _retries(job: ModelJob, policy: RetryPolicy) -> int:

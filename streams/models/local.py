@@ -12,6 +12,11 @@ the call takes litellm's real path, retries and error classification included.
 - **Prompt cache.** llama.cpp keeps each slot's last prompt and reuses its longest common
   prefix (`cache_prompt`), so the Observer's system prompt, identical across calls, is read
   once; callers that put shared context first (bench.quality) get the same saving.
+- **Grammar.** An Observer or Reflector job carries the GBNF of its answer (`settings.grammar`,
+  `omstream.engine.answer_grammar`); it goes to the server in the request body, where llama.cpp
+  samples only tokens the grammar allows.  A call that also asks for `response_format` (the
+  extractors' JSON follow-up) keeps that alone: llama.cpp refuses both at once, and turns the
+  JSON schema into a grammar itself.  An empty grammar is not sent.
 - **Sampling.** At temperature 0 and without penalties this small model loops.  A call gets
   `temperature` 0.2, `frequency_penalty` 0.5, llama.cpp's `repeat_penalty` 1.15, a fixed seed
   and at most 1,024 new tokens unless its settings say otherwise (`observation.modelSettings`).
@@ -292,12 +297,15 @@ async def _running(m: LocalModel) -> _Running:
 async def route(model: str, arguments: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """The litellm model name and arguments of a call to `local/<name>`: the in-process server
     (started on the first call), the sampling that keeps the model out of loops unless
-    `arguments` set it."""
+    `arguments` set it, and the answer's `grammar` moved into the request body."""
     m = spec(model)
     running = await _running(m)
     extra = dict(arguments.pop("extra_body", None) or {})
     for key, value in SERVER_SAMPLING.items():
         extra.setdefault(key, arguments.pop(key, value))
+    grammar = arguments.pop("grammar", None)
+    if grammar and not arguments.get("response_format"):
+        extra["grammar"] = grammar
     return f"openai/{m.name}", {**SAMPLING, **arguments, "api_base": running.base,
                                 "api_key": "local", "extra_body": extra}
 
