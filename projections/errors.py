@@ -26,7 +26,7 @@ log = logging.getLogger("omstream.web")
 JSON = "application/json"
 
 ErrorCode = Literal["bad-parameter", "unauthorized", "forbidden", "unknown-thread", "unknown-version",
-                    "unknown-route", "not-found", "method-not-allowed", "too-large", "internal"]
+                    "unknown-route", "not-found", "method-not-allowed", "too-large", "internal", "unavailable"]
 #: Every code an error body can carry: its status and what it means (the OpenAPI document's text).
 ERROR_CODES: dict[ErrorCode, tuple[int, str]] = {
     "bad-parameter": (400, "A path segment, query parameter, header or body the route cannot read (a `wait` "
@@ -44,6 +44,8 @@ ERROR_CODES: dict[ErrorCode, tuple[int, str]] = {
     "method-not-allowed": (405, "The path exists but not for this method; `detail` lists the allowed ones."),
     "too-large": (413, "The request body is larger than the server accepts."),
     "internal": (500, "An error in the server; its log has the details (the body never carries a traceback)."),
+    "unavailable": (503, "The server could not reach the Kafka broker to answer (a `?version=` it had not opened "
+                         "yet); try again (the answer carries `Retry-After`)."),
 }
 #: The code of an HTTP error that did not come with one, by status (others: `_code_of`).
 CODES: dict[int, ErrorCode] = {400: "bad-parameter", 401: "unauthorized", 403: "forbidden", 404: "not-found",

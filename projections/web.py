@@ -43,6 +43,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+from aiokafka.errors import KafkaError
 
 from omstream.api_tokens import TokenTable
 from omstream.crypto.sealing import PLAIN, Sealer, sealer_of
@@ -152,7 +153,13 @@ def build_web_app(feed: ProjectionFeed, versions: Versions | None = None,
         name = request.query.get("version")
         if name is not None and not VERSION_NAME.fullmatch(name):
             raise api_error(400, "bad-parameter", f"no such version name: {name!r}")
-        chosen = await versions.feed(name)
+        try:
+            chosen = await versions.feed(name)
+        except (KafkaError, OSError, TimeoutError) as exc:  # another version is opened on the broker
+            log.warning("version not opened: the broker cannot be reached",
+                        extra={"version": name, "error": f"{type(exc).__name__}: {exc}"[:300]})
+            raise api_error(503, "unavailable", f"version {name!r} cannot be opened now: the broker cannot be "
+                            "reached; try again", headers={"Retry-After": "5"}) from None
         if chosen is None:
             raise api_error(404, "unknown-version", f"unknown version {name!r}")
         return chosen

@@ -235,3 +235,16 @@ def test_a_restricted_token_reads_its_own_first_write_with_after():
         assert status == 403 and "new-t-m0" not in body
 
     run(app, scenario)
+
+
+async def test_a_version_opened_while_the_broker_is_unreachable_is_a_503_with_retry_after():
+    # Nothing listens on port 1: the read side cannot open another version's projection. It says
+    # so in the error set's shape (it was a 500 `internal` before), and keeps serving its own.
+    feed = feed_with_threads()
+    feed.settings = Settings(bootstrap="127.0.0.1:1")
+    async with TestClient(TestServer(build_web_app(feed))) as client:
+        answer = await client.get("/threads/orphan-t/context?version=v2")
+        assert answer.status == 503 and answer.headers["Retry-After"] == "5"
+        body = await answer.json()
+        assert body["error"] == "unavailable" and "broker cannot be reached" in body["detail"]
+        assert (await client.get("/threads/orphan-t/context")).status == 200
