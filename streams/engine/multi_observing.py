@@ -119,7 +119,7 @@ def resource_observer_request(step: Step, threads: tuple[str, ...]) -> tuple[Cha
     return (
         ChatMessage(role="system", content=with_inline(observer_system_prompt(
             continuation_hints=bool(hints), instruction=o.instruction, multi_thread=True,
-            thread_title=o.thread_title), specs)),
+            thread_title=o.thread_title, example=not o.model.constrained), specs)),
         ChatMessage.model_validate({"role": "user", "content": content}),
     )
 

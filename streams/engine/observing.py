@@ -68,7 +68,7 @@ def observer_request(step: Step, messages: tuple[PendingMessage, ...], *,
                                     capability=config.takes_attachments)
     return (
         ChatMessage(role="system", content=with_inline(observer_system_prompt(
-            continuation_hints=bool(hints), instruction=o.instruction), specs)),
+            continuation_hints=bool(hints), instruction=o.instruction, example=not o.model.constrained), specs)),
         # Validated as the wire reads it: forwarded attachments are litellm's content parts.
         ChatMessage.model_validate({"role": "user", "content": content}),
     )

@@ -104,7 +104,7 @@ FORMAT_EXAMPLE_DATES: tuple[str, ...] = ("Mar 9, 2024", "Dec 4, 2025", "Dec 5, 2
 
 _HINTS = """After the </observations> line, add <current-task> (Primary: the user's current \
 request; "waiting for user" if the user must decide) and <suggested-response> (what the \
-assistant should do next), as in the example."""
+assistant should do next){example}."""
 
 _SINGLE_THREAD = "This is one conversation: write no thread ids and no <thread> tags."
 
@@ -136,12 +136,16 @@ def _system_prompt(parts: list[str], hints: str | None, instruction: str | None)
 
 
 def observer_system_prompt(*, continuation_hints: bool = True, instruction: str | None = None,
-                           multi_thread: bool = False, thread_title: bool = False) -> str:
+                           multi_thread: bool = False, thread_title: bool = False, example: bool = True) -> str:
+    """The Observer's system prompt; `example=False` leaves out the worked example, for a model
+    whose answer a grammar holds to the format (`ResolvedModel.constrained`)."""
     if multi_thread:
-        parts = [_ROLE, _INSTRUCTIONS, _format(False), _MULTI_THREAD, *([_MULTI_THREAD_TITLE] if thread_title else [])]
+        parts = [_ROLE, _INSTRUCTIONS, *([_format(False)] if example else []), _MULTI_THREAD,
+                 *([_MULTI_THREAD_TITLE] if thread_title else [])]
         return _system_prompt(parts, _MULTI_THREAD_HINTS if continuation_hints else None, instruction)
-    return _system_prompt([_ROLE, _INSTRUCTIONS, _format(continuation_hints), _SINGLE_THREAD],
-                          _HINTS if continuation_hints else None, instruction)
+    hints = _HINTS.format(example=", as in the example" if example else "")
+    return _system_prompt([_ROLE, _INSTRUCTIONS, *([_format(continuation_hints)] if example else []), _SINGLE_THREAD],
+                          hints if continuation_hints else None, instruction)
 
 
 def observer_user_prompt(
@@ -251,11 +255,13 @@ _LEVEL_ADVICE: dict[int, str] = {
 
 
 def reflector_system_prompt(*, continuation_hints: bool = True, instruction: str | None = None,
-                            multi_thread: bool = False) -> str:
+                            multi_thread: bool = False, example: bool = True) -> str:
+    """The Reflector's system prompt; `example=False` as for the Observer's."""
     return _system_prompt([
         _REFLECTOR_ROLE,
         f"<observational-memory-instruction>\n{_INSTRUCTIONS}\n</observational-memory-instruction>",
-        _REFLECTOR_RULES, _REFLECTOR_FORMAT, _REFLECTOR_THREADS if multi_thread else _SINGLE_THREAD,
+        _REFLECTOR_RULES, *([_REFLECTOR_FORMAT] if example else []),
+        _REFLECTOR_THREADS if multi_thread else _SINGLE_THREAD,
     ], _REFLECTOR_HINTS if continuation_hints else None, instruction)
 
 

@@ -93,7 +93,7 @@ def _reflector_request(step: Step, observations: str, level: int, *, guidance: s
     return (
         ChatMessage(role="system", content=with_inline(reflector_system_prompt(
             continuation_hints=hints, instruction=r.instruction,
-            multi_thread=is_resource(step.config)), specs)),
+            multi_thread=is_resource(step.config), example=not r.model.constrained), specs)),
         ChatMessage(role="user", content=reflector_user_prompt(
             observations=strip_groups(observations), level=level, guidance=guidance, continuation_hints=hints,
             prior_values=extraction.prior_values(specs, step.state.metadata))

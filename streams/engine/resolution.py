@@ -66,6 +66,15 @@ class ResolvedModel:
             return model_name(self.spec.resolve(input_tokens))
         return self.name
 
+    @property
+    def constrained(self) -> bool:
+        """Its answers are decoded under the answer's grammar (`jobs`): a local model (`local/`,
+        by its first entry or smallest tier), unless its settings turn the grammar off
+        (`grammar = ""`).  Its prompts then leave out the worked example: the grammar holds the
+        format, and a small model copies an example's content (measured on LoCoMo: an Observer
+        under the grammar wrote the example's cat-food lines and hints into a clean block)."""
+        return self.name.startswith("local/") and self.settings.get("grammar") != ""
+
 
 @dataclass(frozen=True)
 class ResolvedObservation:

@@ -184,6 +184,18 @@ def test_a_hosted_models_job_is_unchanged():
     assert [j.kind for j in jobs] == ["observe"] and "grammar" not in jobs[0].settings
 
 
+def test_a_grammar_replaces_the_worked_example_in_the_prompt():
+    # The example teaches the format, which the grammar holds; a small model copies its content.
+    example = "Example, from ANOTHER conversation"
+    inputs = [message(i) for i in range(6)]
+    local = fold_inputs(inputs, engine(300, observation={"model": LOCAL}))[2][0]
+    hosted = fold_inputs(inputs, engine(300))[2][0]
+    off = fold_inputs(inputs, engine(300, observation={"model": LOCAL, "modelSettings": {"grammar": ""}}))[2][0]
+    assert "grammar" in local.settings and example not in local.messages[0].content
+    assert example in hosted.messages[0].content and example in off.messages[0].content
+    assert "Miso" not in local.messages[0].content and "Miso" in hosted.messages[0].content
+
+
 def test_a_users_own_grammar_wins():
     own = 'root ::= "<observations>" [^<]* "</observations>"'
     cfg = engine(300, observation={"model": LOCAL, "modelSettings": {"grammar": own}})
