@@ -1,6 +1,6 @@
 """What the Observer model is sent of a message's images and files (spec §7.2, `observeAttachments`).
 
-An `Attachment` is kept per image or file of a pending message, and `observer_user_content`
+An `Attachment` (`state`) is kept per image or file of a pending message; `observer_user_content`
 turns the ones the policy allows into litellm's (OpenAI's) content parts after the prompt text,
 each named by the placeholder the transcript shows for it.  Whether a model takes attachments
 at all (the "auto" policy) is a question for a model table; the caller passes the answer
@@ -13,15 +13,13 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict
-
 from .attachments import HTTP_URL, attachment_label, extension_of, is_image_like_file, url_path
+from .state import Attachment
 
 __all__ = [
     "FORWARD_LIMIT",
     "OCTET_STREAM",
     "Attached",
-    "Attachment",
     "AttachmentPolicy",
     "Capability",
     "attachment_of",
@@ -48,8 +46,8 @@ Capability = Callable[[str], bool | None]
 
 
 class Attached(Protocol):
-    """A message as the observer request forwards it (`state.PendingMessage`, which imports
-    this module: a protocol here keeps the import one way)."""
+    """A message as the observer request forwards it (`state.PendingMessage`, or anything that
+    holds its attachments the same way)."""
 
     @property
     def attachments(self) -> tuple[Attachment, ...]: ...
@@ -67,27 +65,6 @@ _IMAGE_TYPES = {"png": "image/png", "jpg": "image/jpeg", "jpeg": "image/jpeg", "
 _DETAILS: dict[str, Literal["low", "high", "auto"]] = {"low": "low", "high": "high", "auto": "auto"}
 # What one forwarded attachment costs besides its URL: its naming text part and the JSON around.
 _PART_OVERHEAD = 96
-
-
-class Attachment(BaseModel):
-    """An image or file of a message, as an observer request needs it.
-
-    Kept with the pending message (`PendingMessage.attachments`), in the order of the message's
-    placeholders, whatever the policy: the policy is applied when a request is built, so a
-    replay under another `observeAttachments` decides from the same state.  Inline bytes are
-    kept as a `data:` URI; they are bounded by the input record size limit (`max_record_bytes`,
-    512 KiB by default), and the message's `om-message-accepted` event already carries the same
-    bytes, so a pending message is at most about as large as a record the worker already writes.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: Literal["image", "file"]  # an image-like file is an image: counted and sent as one
-    url: str  # an http(s) (or other) URL, or a data: URI (bare base64 is made one)
-    mime_type: str | None = None  # declared, else read from the data: URI, the bytes or the name
-    label: str | None = None  # the placeholder's label (file name, URL basename, mime type)
-    filename: str | None = None  # sent with a file, as litellm's `file.filename`
-    detail: Literal["low", "high", "auto"] | None = None  # an image's detail hint
 
 
 def placeholder_text(kind: str, number: int, label: str | None) -> str:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 
-from .reflection_plan import COMPRESSION_GUIDANCE
 from .truncation import TRUNCATION_NOTICE
 
 __all__ = [
+    "COMPRESSION_GUIDANCE",
     "FORMAT_EXAMPLE_DATES",
     "FORMAT_EXAMPLE_LINES",
     "FORMAT_EXAMPLE_SECTIONS",
@@ -241,8 +241,17 @@ _REFLECTOR_HINTS = """After </observations>, add:
 A short hint for the assistant's very next message.
 </suggested-response>"""
 
-# What each compression level asks for; the headings (a contract the scripted reflector reads)
-# and the detail targets come from reflection_plan.COMPRESSION_GUIDANCE.
+#: Level → (heading, target detail) of §8.2; level 0 adds no guidance.  The headings are a
+#: contract the scripted reflector reads; which level a call asks for is `reflection_plan`'s.
+COMPRESSION_GUIDANCE: dict[int, tuple[str, str]] = {
+    1: ("## COMPRESSION REQUIRED", "8/10"),
+    2: ("## AGGRESSIVE COMPRESSION REQUIRED", "6/10"),
+    3: ("## CRITICAL COMPRESSION REQUIRED", "4/10"),
+    4: ("## EXTREME COMPRESSION REQUIRED", "2/10"),
+}
+
+
+# What each compression level asks for besides its heading and detail target.
 _LEVEL_ADVICE: dict[int, str] = {
     1: "Your last reflection was not smaller than its input. Condense the beginning more, keep "
        "recent detail, merge tool calls, keep names, places and people and every ✅.",

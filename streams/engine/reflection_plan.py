@@ -29,7 +29,6 @@ from .thresholds import (
 )
 
 __all__ = [
-    "COMPRESSION_GUIDANCE",
     "LadderStep",
     "ReflectionAction",
     "ReflectionAttempt",
@@ -202,16 +201,7 @@ def buffered_reflection_suppressed(
     return combined_tokens < reflection_activation_min_tokens(threshold, buffer_activation)
 
 
-# --- §8.2–8.3 which answer ----------------------------------------------------------------------
-COMPRESSION_GUIDANCE: dict[int, tuple[str, str]] = {
-    1: ("## COMPRESSION REQUIRED", "8/10"),
-    2: ("## AGGRESSIVE COMPRESSION REQUIRED", "6/10"),
-    3: ("## CRITICAL COMPRESSION REQUIRED", "4/10"),
-    4: ("## EXTREME COMPRESSION REQUIRED", "2/10"),
-}
-"""Level → (heading, target detail) of §8.2; level 0 adds no guidance."""
-
-
+# --- §8.3 which answer (each level's guidance, §8.2, is `prompts.COMPRESSION_GUIDANCE`) --------
 def compression_start_level(reflector_model: str | None, *, manual: bool = False) -> int:
     """The first ladder level (§8.3): 0 for a manual reflect; 2 for gemini-2.5-flash, which
     under-compresses at the gentler levels; 1 for any other model, or when it is unknown."""

@@ -10,10 +10,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from omstream.schemas.jobs import JobTrigger, ModelResult
 
-from .observer_attachments import Attachment
-
-__all__ = ["BufferedChunk", "BufferedReflection", "Cycle", "CycleKind", "Generation", "MemoryState", "PendingMessage",
-           "Phase", "Seen", "ThreadMemory"]
+__all__ = ["Attachment", "BufferedChunk", "BufferedReflection", "Cycle", "CycleKind", "Generation", "MemoryState",
+           "PendingMessage", "Phase", "Seen", "ThreadMemory"]
 
 
 class Seen(Mapping[str, str]):
@@ -67,6 +65,25 @@ def _as_seen(value: Any) -> Seen:
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Attachment(_Frozen):
+    """An image or file of a message, as an observer request needs it.
+
+    Kept with the pending message (`PendingMessage.attachments`), in the order of the message's
+    placeholders, whatever the policy: the policy is applied when a request is built, so a
+    replay under another `observeAttachments` decides from the same state.  Inline bytes are
+    kept as a `data:` URI; they are bounded by the input record size limit (`max_record_bytes`,
+    512 KiB by default), and the message's `om-message-accepted` event already carries the same
+    bytes, so a pending message is at most about as large as a record the worker already writes.
+    """
+
+    kind: Literal["image", "file"]  # an image-like file is an image: counted and sent as one
+    url: str  # an http(s) (or other) URL, or a data: URI (bare base64 is made one)
+    mime_type: str | None = None  # declared, else read from the data: URI, the bytes or the name
+    label: str | None = None  # the placeholder's label (file name, URL basename, mime type)
+    filename: str | None = None  # sent with a file, as litellm's `file.filename`
+    detail: Literal["low", "high", "auto"] | None = None  # an image's detail hint
 
 
 class PendingMessage(_Frozen):

@@ -27,7 +27,6 @@ __all__ = [
 ]
 
 TEMPORAL_GAP_REMINDER_TYPE = "temporal-gap"
-MARKER_ID_PREFIX = "__temporal_"
 MIN_TEMPORAL_GAP_MS = 10 * 60 * 1000
 
 _MINUTE = 60 * 1000
@@ -117,8 +116,9 @@ def _to_datetime(at: datetime | int) -> datetime:
     return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=at)
 
 
-def is_temporal_marker(message_id: str) -> bool:
-    return message_id.startswith(MARKER_ID_PREFIX)
+# --- the marker's id ---------------------------------------------------------------------------
+#: Every marker id starts so (`__temporal_gap_<messageId>`, the original's prefix test).
+MARKER_ID_PREFIX = "__temporal_"
 
 
 def temporal_marker_id(precedes_message_id: str) -> str:
@@ -127,7 +127,12 @@ def temporal_marker_id(precedes_message_id: str) -> str:
     The original draws a uuid; a fold may not, and one marker per message is exactly the
     de-duplication §14 asks for, so the id is a function of that message.
     """
-    return f"__temporal_gap_{precedes_message_id}"
+    return f"{MARKER_ID_PREFIX}gap_{precedes_message_id}"
+
+
+def is_temporal_marker(message_id: str) -> bool:
+    """Whether a message id is a marker's (`temporal_marker_id`)."""
+    return message_id.startswith(MARKER_ID_PREFIX)
 
 
 @dataclass(frozen=True, slots=True)

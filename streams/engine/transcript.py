@@ -49,8 +49,8 @@ from omstream.schemas.messages import (
 )
 
 from .attachments import attachment_label, is_image_like_file
-from .observer_attachments import Attachment, attachment_of, placeholder_text
-from .state import PendingMessage
+from .observer_attachments import attachment_of, placeholder_text
+from .state import Attachment, PendingMessage
 from .tokens import (
     EMPTY_RESULT,
     TOOL_FAILED,

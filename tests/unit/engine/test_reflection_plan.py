@@ -2,8 +2,8 @@
 
 import pytest
 
+from omstream.engine.prompts import COMPRESSION_GUIDANCE
 from omstream.engine.reflection_plan import (
-    COMPRESSION_GUIDANCE,
     ReflectionAttempt,
     buffered_reflection_slice,
     buffered_reflection_suppressed,
