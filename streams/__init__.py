@@ -3,10 +3,17 @@
 The public API is small; everything else lives in subpackages (`omstream.engine` is the pure
 fold, `omstream.schemas` the wire contract, `omstream.projections` the read side). Names are
 loaded on first use so that importing the pure engine never pulls in Kafka clients or litellm.
+
+The one thing done at start-up, before any part of the package runs (the pure engine included):
+tiktoken is pointed at the encoding files litellm's wheel ships (`TIKTOKEN_CACHE_DIR`, unless it
+is set already), so counting tokens never downloads.  The engine reads and writes no environment.
 """
 from __future__ import annotations
 
+import os
 from importlib import import_module
+from importlib.util import find_spec
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -20,6 +27,23 @@ _EXPORTS = {
     "load_settings": "omstream.settings",
     "simulate": "omstream.simulation",
 }
+
+
+def _bundled_tiktoken_files() -> None:
+    """Set `TIKTOKEN_CACHE_DIR` (and `CUSTOM_TIKTOKEN_CACHE_DIR`, which litellm reads) to the
+    encoding files in litellm's wheel, found without importing litellm; an existing setting wins."""
+    if "TIKTOKEN_CACHE_DIR" in os.environ:
+        return
+    spec = find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return
+    folder = Path(next(iter(spec.submodule_search_locations))) / "litellm_core_utils" / "tokenizers"
+    if folder.is_dir():
+        os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
+        os.environ.setdefault("CUSTOM_TIKTOKEN_CACHE_DIR", str(folder))
+
+
+_bundled_tiktoken_files()
 
 __all__ = ["Message", "OmClient", "OmConfig", "Settings", "load_om_config", "load_settings", "simulate"]
 

@@ -26,14 +26,11 @@ since its text is counted, not estimated.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import os
 import re
 from collections.abc import Mapping
 from functools import cache, lru_cache
-from pathlib import Path
 from typing import Any, Protocol
 
 from omstream.schemas.messages import FilePart, ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
@@ -148,25 +145,11 @@ def _tokenx_line(line: str) -> int:
 
 
 # --- tiktoken ---------------------------------------------------------------------------------
-def _offline_tiktoken_cache() -> None:
-    """Point tiktoken at the encoding files litellm's wheel ships, so nothing is downloaded."""
-    if "TIKTOKEN_CACHE_DIR" in os.environ:
-        return
-    spec = importlib.util.find_spec("litellm")
-    if spec is None or not spec.submodule_search_locations:
-        return
-    folder = Path(next(iter(spec.submodule_search_locations))) / "litellm_core_utils" / "tokenizers"
-    if folder.is_dir():
-        os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
-        os.environ.setdefault("CUSTOM_TIKTOKEN_CACHE_DIR", str(folder))
-
-
 class TiktokenCounter:
     """Exact BPE counts with tiktoken (`o200k_base` by default)."""
 
     def __init__(self, encoding: str = "o200k_base") -> None:
-        _offline_tiktoken_cache()
-        import tiktoken
+        import tiktoken  # its encoding files: the package's start-up points it at them (omstream.__init__)
 
         self._encoding = tiktoken.get_encoding(encoding)
         self.name = f"tiktoken:{encoding}"

@@ -25,9 +25,11 @@ MODULES = sorted(ENGINE.glob("*.py"))
 PURE_LIBRARIES = {"pydantic", "orjson", "tiktoken", "jsonschema", "xxhash"}
 #: Standard-library modules that reach the network, other processes, threads, a clock or
 #: randomness: none of them belongs in a fold.
+#: `os` too: the environment and the files are the edge's (the package's start-up sets tiktoken's
+#: cache directory, `omstream/__init__.py`).
 IO_STDLIB = {"asyncio", "socket", "ssl", "select", "selectors", "subprocess", "threading", "multiprocessing",
              "concurrent", "http", "urllib.request", "time", "random", "secrets", "signal", "sqlite3",
-             "shutil", "tempfile"}
+             "shutil", "tempfile", "os"}
 #: Packages the fold must never bring in, directly or through anything it imports.
 FORBIDDEN_AT_RUN_TIME = {"litellm", "openai", "faust", "mode", "aiokafka", "kafka", "aiohttp", "httpx",
                          "requests", "rocksdict"}
@@ -72,6 +74,7 @@ def test_the_import_rule_would_catch_a_model_client_or_a_clock():
     assert not _allowed("omstream.models.capabilities")
     assert not _allowed("litellm") and not _allowed("faust") and not _allowed("aiohttp")
     assert not _allowed("time") and not _allowed("urllib.request") and not _allowed("asyncio.tasks")
+    assert not _allowed("os") and not _allowed("os.path")
     assert _allowed("urllib.parse") and _allowed("omstream.schemas.keys") and _allowed("pydantic")
 
 

@@ -1,7 +1,10 @@
 import base64
 import json
 import math
+import os
 import struct
+import subprocess
+import sys
 import zlib
 
 import pytest
@@ -50,6 +53,22 @@ def test_tiktoken_counts_offline():
     counter = get_counter("tiktoken")
     assert counter.name == "tiktoken:o200k_base"
     assert counter.count("hello world") == 2
+
+
+def test_the_package_start_up_points_tiktoken_at_litellms_files_without_importing_litellm():
+    # The engine writes no environment: `omstream/__init__.py`, which runs before any of it, does.
+    env = {k: v for k, v in os.environ.items() if k not in ("TIKTOKEN_CACHE_DIR", "CUSTOM_TIKTOKEN_CACHE_DIR")}
+    code = ("import json, os, sys; from omstream.engine.tokens import get_counter; "
+            "n = get_counter('tiktoken').count('hello world'); "
+            "print(json.dumps([os.environ.get('TIKTOKEN_CACHE_DIR'), n, 'litellm' in sys.modules]))")
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                         timeout=120)
+    folder, count, litellm_loaded = json.loads(run.stdout.strip().splitlines()[-1])
+    assert folder.endswith(os.path.join("litellm", "litellm_core_utils", "tokenizers"))
+    assert count == 2 and not litellm_loaded
+    kept = subprocess.run([sys.executable, "-c", code], env={**env, "TIKTOKEN_CACHE_DIR": folder},
+                          capture_output=True, text=True, check=True, timeout=120)
+    assert json.loads(kept.stdout.strip().splitlines()[-1])[0] == folder
 
 
 def test_unknown_counter_is_refused():
