@@ -20,7 +20,7 @@ The corpus in `tests/fixtures/local_model/` was made with `--max-tokens 256 --th
 - `v4`: the prompts now in the working tree (v3 plus a quote of where the new messages start).
 
 Nothing in these files is edited by hand: a fixture is what the model said.  `--prompt-version`
-labels the prompts of `streams/engine/prompts.py` at the time of the run (the label is recorded
+labels the prompts of `streams/engine/prompting/prompts.py` at the time of the run (the label is recorded
 with the sha256 of the system prompt), so batches made before and after a prompt change can be
 compared; files that exist are skipped, so an interrupted run resumes.
 """
@@ -41,9 +41,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from omstream.engine import prompts as _working_prompts
-from omstream.engine.parsing import parse_observer_output
-from omstream.engine.transcript import TranscriptLine, render_transcript
+from omstream.engine.prompting import prompts as _working_prompts
+from omstream.engine.prompting.parsing import parse_observer_output
+from omstream.engine.prompting.transcript import TranscriptLine, render_transcript
 from omstream.models.calls import run_job
 from omstream.schemas.jobs import ChatMessage, ModelJob, request_hash
 
@@ -147,21 +147,30 @@ def _observed(fixture: dict, previous: str) -> str:
     return parse_observer_output(fixture["raw_output"], previous).observations if fixture["ok"] else ""
 
 
+#: The prompts module, and where it was before the engine had rooms (issue 41).
+PROMPTS = "streams/engine/prompting/prompts.py"
+FLAT_PROMPTS = "streams/engine/prompts.py"
+
+
 def prompts_at(rev: str | None) -> tuple[types.ModuleType, str]:
     """The engine's prompt module as in the working tree, or as at git revision `rev` (to
-    re-run an earlier prompt version), and where it came from."""
+    re-run an earlier prompt version), and where it came from.  An earlier revision's module is
+    loaded in today's `prompting` room, so its relative imports read today's modules: one from
+    before the rooms that imports a module since moved (`.reflection_plan`) does not load."""
     if not rev:
-        return _working_prompts, "working tree: streams/engine/prompts.py"
+        return _working_prompts, f"working tree: {PROMPTS}"
     sha = subprocess.run(["git", "rev-parse", rev], cwd=ROOT, check=True, capture_output=True,
                          text=True).stdout.strip()
-    text = subprocess.run(["git", "show", f"{sha}:streams/engine/prompts.py"], cwd=ROOT, check=True,
+    where = PROMPTS if subprocess.run(["git", "cat-file", "-e", f"{sha}:{PROMPTS}"], cwd=ROOT,
+                                      capture_output=True).returncode == 0 else FLAT_PROMPTS
+    text = subprocess.run(["git", "show", f"{sha}:{where}"], cwd=ROOT, check=True,
                           capture_output=True, text=True).stdout
     path = Path(tempfile.mkdtemp(prefix="om-prompts-")) / "prompts.py"
     path.write_text(text)
-    spec = importlib.util.spec_from_file_location(f"omstream.engine.prompts_{sha[:12]}", path)
+    spec = importlib.util.spec_from_file_location(f"omstream.engine.prompting.prompts_{sha[:12]}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module, f"git {sha}: streams/engine/prompts.py"
+    return module, f"git {sha}: {where}"
 
 
 async def batch(out: Path, version: str, prompts_rev: str | None, *, max_tokens: int,
@@ -236,7 +245,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "tests/fixtures/local_model")
     parser.add_argument("--prompt-version", action="append", metavar="LABEL[=REV]",
                         help="a batch: its label (file prefix) and the git revision of "
-                        "streams/engine/prompts.py it uses (default: the working tree); repeat to "
+                        "streams/engine/prompting/prompts.py it uses (default: the working tree); repeat to "
                         "interleave batches, e.g. --prompt-version v1=HEAD --prompt-version v2")
     parser.add_argument("--max-tokens", type=int, default=256,
                         help="output cap per call (256: a loop still shows, a call stays ~1-3 min on a shared CPU)")

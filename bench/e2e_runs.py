@@ -18,7 +18,7 @@ from bench.e2e_stats import Latency, live_sizes, memory_state_bytes, message_sta
 from bench.e2e_timing import EventTimes, Offsets, wait_for, watched_topics
 from bench.fold_bench import make_bodies
 from omstream.client import OmClient
-from omstream.engine.tokens import get_counter
+from omstream.engine.rules.tokens import get_counter
 from omstream.schemas.keys import memory_key
 from omstream.schemas.messages import Message
 from omstream.storage import LOG, PARTS, SEEN, SEP, SEQUENCES

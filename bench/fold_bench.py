@@ -54,8 +54,8 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from omstream.engine.fold import EngineConfig, Folded, fold, new_state
+from omstream.engine.rules.tokens import Counter, count_message, get_counter
 from omstream.engine.state import MemoryState
-from omstream.engine.tokens import Counter, count_message, get_counter
 from omstream.models.capabilities import takes_attachments
 from omstream.models.scripted import observe, reflect
 from omstream.schemas.config import load_om_config

@@ -288,7 +288,7 @@ def parse_conditions(text: str) -> list[str]:
 
 
 async def run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    from omstream.engine.tokens import get_counter
+    from omstream.engine.rules.tokens import get_counter
 
     timings: dict[str, float] = {}
     t0 = time.monotonic()

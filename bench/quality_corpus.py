@@ -87,7 +87,7 @@ def fixture_of(request: dict[str, Any], stored: Any, *, label: str, source: dict
     """One corpus fixture: the request's prompt (`quality_store.request_of`) and the stored answer
     (`stored`: the result as the model gave it, with its measured time).  With `texts` (the
     conversation's messages) the prompt's copy of them is left out (`redact`)."""
-    from omstream.engine.parsing import parse_observer_output, parse_outcome
+    from omstream.engine.prompting.parsing import parse_observer_output, parse_outcome
     from omstream.models import local
     from omstream.models.calls import translate_settings
 

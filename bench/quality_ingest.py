@@ -55,7 +55,7 @@ def messages_of(conversation: Conversation, thread: str) -> list[Any]:
 
 def session_tokens(conversation: Conversation, messages: Sequence[Any], counter: Any) -> list[int]:
     """Tokens per session as the fold counts them (the project's counter and overheads)."""
-    from omstream.engine.tokens import count_message
+    from omstream.engine.rules.tokens import count_message
 
     counts = [count_message(m, counter) for m in messages]
     out, start = [], 0
@@ -104,7 +104,7 @@ def engine_sources() -> list[Path]:
 
 def observer_outcome(result: Any) -> str:
     """`clean`, `recovered` or `failed` for one Observer result (`parsing.parse_outcome`)."""
-    from omstream.engine.parsing import parse_outcome
+    from omstream.engine.prompting.parsing import parse_outcome
 
     return parse_outcome(result.output) if result.ok and result.output else "failed"
 
@@ -169,7 +169,7 @@ async def ingest(thread: str, om: Any, messages: list[Any], cache: CallCache, li
     model job with its result, as it is answered (the corpus export reads the prompts there:
     the call checkpoint keeps only the answers)."""
     from omstream.engine.fold import EngineConfig
-    from omstream.engine.tokens import get_counter
+    from omstream.engine.rules.tokens import get_counter
     from omstream.models.calls import untimed
     from omstream.models.capabilities import takes_attachments
     from omstream.projections.context import ContextProjection, context_messages

@@ -118,7 +118,7 @@ class Recaller:
 
     @classmethod
     def of_events(cls, events: Sequence[Any], thread: str, om: Any) -> Recaller:
-        from omstream.engine.tokens import get_counter
+        from omstream.engine.rules.tokens import get_counter
         from omstream.projections.context import ContextProjection
         from omstream.projections.recall import Caller, RecallSource
         from omstream.schemas.keys import memory_key

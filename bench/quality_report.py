@@ -23,7 +23,7 @@ def _mean(values: Sequence[float]) -> float | None:
 
 def observer_grammar(calls: Sequence[dict[str, Any]]) -> bool | None:
     """Whether the run's Observer calls were made under the answer's grammar (a local model's
-    are, `omstream.engine.answer_grammar`): True for all, False for none, None when it cannot be
+    are, `omstream.engine.prompting.answer_grammar`): True for all, False for none, None when it cannot be
     said (no Observer call, a mix, or calls checkpointed before the rows said so).  The parse
     shares `clean`/`recovered`/`failed` are then read as the grammar's or the lenient parser's."""
     marks = {row.get("grammar") for row in calls if row.get("kind") in ("observe", "buffer")}

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from omstream.client import OmClient
-from omstream.engine.tokens import get_counter
+from omstream.engine.rules.tokens import get_counter
 from omstream.schemas.messages import Message
 from omstream.versions.replay import ReplayProgress, replay
 

@@ -47,8 +47,8 @@ import aiohttp
 
 from omstream import kafka
 from omstream.engine.fold import EngineConfig, fold, new_state
+from omstream.engine.rules.tokens import get_counter
 from omstream.engine.state import MemoryState
-from omstream.engine.tokens import get_counter
 from omstream.infra.broker import free_port
 from omstream.models.capabilities import takes_attachments
 from omstream.models.scripted import observe, reflect

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from datetime import tzinfo
 from typing import Any
 
-from omstream.engine.resolution import ResolvedRetrieval
+from omstream.engine.rules.resolution import ResolvedRetrieval
 from omstream.schemas.base import iso
 
 from .context import ContextProjection, ThreadView

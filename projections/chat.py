@@ -36,9 +36,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from omstream.engine.attachments import attachment_label, is_image_like_file
-from omstream.engine.observer_attachments import attachment_of, content_part
-from omstream.engine.tokens import (
+from omstream.engine.prompting.observer_attachments import attachment_of, content_part
+from omstream.engine.rules.attachments import attachment_label, is_image_like_file
+from omstream.engine.rules.tokens import (
     EMPTY_RESULT,
     TOOL_FAILED,
     block_attachment,

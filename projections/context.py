@@ -42,9 +42,9 @@ from zoneinfo import ZoneInfo
 
 import orjson
 
-from omstream.engine.groups import render_groups
-from omstream.engine.observations import append_observations, continue_chunk, split_chunks
-from omstream.engine.resolution import ResolvedRetrieval
+from omstream.engine.prompting.groups import render_groups
+from omstream.engine.prompting.observations import append_observations, continue_chunk, split_chunks
+from omstream.engine.rules.resolution import ResolvedRetrieval
 from omstream.projections.chat import ChatMessage, chat_messages
 from omstream.projections.dates import add_relative_time_to_observations
 from omstream.projections.recall.instructions import recall_instructions

@@ -43,7 +43,7 @@ import orjson
 from omstream import kafka
 from omstream.crypto.opening import SHREDDED, Opener, skeleton
 from omstream.crypto.sealing import PLAIN, Sealer, sealer_of
-from omstream.engine.resolution import resolve
+from omstream.engine.rules.resolution import resolve
 from omstream.schemas.codec import decode_event
 from omstream.schemas.keys import memory_key
 from omstream.settings import Settings

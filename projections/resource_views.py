@@ -14,7 +14,7 @@ The projection applies an event to the thread it names, then hands the memory's 
 memory's other threads (`share`), so each stored view is complete on its own and a restart
 reads it back as it is.  A thread's window shows the other threads' unobserved messages as
 `<other-conversation>` blocks (`other_conversations`), rendered as the fold renders them for
-its threshold (`omstream.engine.resource`), so the agent reads what the observer counted.
+its threshold (`omstream.engine.prompting.window`), so the agent reads what the observer counted.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from omstream.engine.resolution import resolve
-from omstream.engine.resource import OTHER_PART_LENGTH
-from omstream.engine.sections import merge_section, shown_thread_id
+from omstream.engine.prompting.sections import merge_section, shown_thread_id
+from omstream.engine.prompting.transcript import SIGNAL, message_lines, observer_transcript
+from omstream.engine.prompting.window import OTHER_PART_LENGTH
+from omstream.engine.rules.resolution import resolve
+from omstream.engine.rules.temporal import is_temporal_marker, temporal_marker_id
+from omstream.engine.rules.tokens import get_counter
 from omstream.engine.state import PendingMessage
-from omstream.engine.temporal import is_temporal_marker, temporal_marker_id
-from omstream.engine.tokens import get_counter
-from omstream.engine.transcript import SIGNAL, message_lines, observer_transcript
 from omstream.schemas.base import iso
 from omstream.schemas.config import OmConfig
 from omstream.schemas.messages import Message
@@ -79,7 +79,7 @@ def share(source: ThreadView, others: Iterable[ThreadView]) -> list[str]:
 def merge_thread_observations(view: ThreadView, text: str, observed: Iterable[str], cursor: str | None,
                               obscure: bool) -> str:
     """The memory's log after the thread's observation `text` (its `<thread id>` section merged
-    by date, as the fold merges it: `omstream.engine.sections`), the boundary dated by the
+    by date, as the fold merges it: `omstream.engine.prompting.sections`), the boundary dated by the
     thread's newest observed message."""
     times = [view.messages[i].created_at for i in observed if i in view.messages]
     boundary = iso(max(times)) if times else cursor or ""

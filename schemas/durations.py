@@ -5,7 +5,7 @@ engine needs one number of milliseconds. Parsing lives here, apart from the opti
 the fold decides idle activation from event time (normative choice 12) and must read the same
 value `om config check` printed. `'auto'` stays symbolic until the actor's model is known; the
 engine then turns it into the provider's prompt-cache lifetime
-(`omstream.engine.activation.resolve_activation_ttl`, spec §15 item 5).
+(`omstream.engine.rules.activation.resolve_activation_ttl`, spec §15 item 5).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A UI draws them as two token bars (messages against the observation threshold, observations
 against the reflection threshold) with what background work has buffered beside them.  The engine
-computes them in one place (`omstream.engine.thresholds.status_windows`); this is their wire shape.
+computes them in one place (`omstream.engine.rules.thresholds.status_windows`); this is their wire shape.
 """
 
 from __future__ import annotations

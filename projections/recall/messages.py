@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from omstream.engine.groups import split_range
+from omstream.engine.prompting.groups import split_range
 from omstream.schemas.messages import Message
 
 from .params import RecallError

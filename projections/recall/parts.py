@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from omstream.engine.tokens import Counter, format_tool_result, js_json, tool_result_value
+from omstream.engine.rules.tokens import Counter, format_tool_result, js_json, tool_result_value
 from omstream.schemas.messages import (
     FilePart,
     ImagePart,

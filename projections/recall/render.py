@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from omstream.engine.tokens import Counter
+from omstream.engine.rules.tokens import Counter
 
 from .parts import RecallPart, format_timestamp, part_hint, truncate_tokens
 

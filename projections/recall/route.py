@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from omstream.engine.tokens import get_counter
+from omstream.engine.rules.tokens import get_counter
 from omstream.schemas.keys import memory_key
 
 from ..access import resource_of

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from omstream.engine.temporal import is_temporal_marker
-from omstream.engine.tokens import Counter
+from omstream.engine.rules.temporal import is_temporal_marker
+from omstream.engine.rules.tokens import Counter
 from omstream.schemas.messages import Message
 
 from ..access import resource_of

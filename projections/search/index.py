@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from omstream.embedding import Embedder
-from omstream.engine.sections import shown_thread_id, split_sections
+from omstream.engine.prompting.sections import shown_thread_id, split_sections
 from omstream.schemas.base import iso
 
 from .groups import ObservationGroup, chunks, entry_id, parse_groups

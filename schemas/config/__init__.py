@@ -20,7 +20,7 @@ cross-option rules), `unsupported` (the "not supported yet" gate), `loading`, `p
 `OmConfig` keeps the options as written (plus defaults).  The effective numbers of §2/§2.1
 (absolute buffer sizes, ramp point, retention floor, block-after limits, per-agent model,
 settings and provider options), which `om config check` prints, are the engine's:
-`omstream.engine.resolution.resolve`.
+`omstream.engine.rules.resolution.resolve`.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ class RetrievalConfig(Options):
 
 
 class OmConfig(Options):
-    """The whole `observationalMemory` tree. `omstream.engine.resolution.resolve` gives the effective numbers."""
+    """The whole `observationalMemory` tree. `omstream.engine.rules.resolution.resolve` gives the effective numbers."""
 
     enabled: bool = True
     """`false` turns the memory off: messages reach the context raw, no cycle runs and no model

@@ -1,8 +1,8 @@
 """The cross-option rules of spec §2: combinations each option allows alone but not together.
 
 They run when the tree is validated (`OmConfig`'s model validator), so an impossible combination
-stops `om worker` at start-up.  The effective numbers are the engine's (`omstream.engine.thresholds`,
-`omstream.engine.resolution`); a rule here only reads an option as far as its check needs.
+stops `om worker` at start-up.  The effective numbers are the engine's (`omstream.engine.rules.thresholds`,
+`omstream.engine.rules.resolution`); a rule here only reads an option as far as its check needs.
 """
 
 from __future__ import annotations

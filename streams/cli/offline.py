@@ -70,7 +70,7 @@ def cmd_config(args: argparse.Namespace) -> int:
         return _print_reference()
     from omstream.schemas.config import OmConfigError, load_om_config
 
-    from ..engine.resolution import resolve
+    from ..engine.rules.resolution import resolve
     from ..settings import SettingsError, env_problems, file_problems, read_config_file
 
     path = args.file or args.config or os.environ.get("OM_CONFIG")

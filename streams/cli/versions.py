@@ -138,7 +138,7 @@ async def _context(settings: Settings, version: str, thread: str) -> tuple[list[
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from omstream.engine.tokens import get_counter
+    from omstream.engine.rules.tokens import get_counter
 
     settings = settings_of(args)
     (a, found_a), (b, found_b) = asyncio.run(_both(settings, args.a, args.b, args.thread))

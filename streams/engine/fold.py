@@ -50,20 +50,20 @@ from omstream.schemas.events import (
 from omstream.schemas.jobs import ModelResult
 from omstream.schemas.messages import Message, TokenCount, ToolCallPart, ToolResultPart
 
-from .buffering import start_buffer
-from .check import check
-from .deadline import expire_overdue, is_overdue
-from .observing import manual_observe
-from .reflecting import manual_reflect
-from .resource import is_resource
-from .results import on_result
+from .cycles.buffering import start_buffer
+from .cycles.check import check
+from .cycles.deadline import expire_overdue, is_overdue
+from .cycles.observing import manual_observe
+from .cycles.reflecting import manual_reflect
+from .cycles.results import on_result
+from .cycles.status import emit_status
+from .cycles.thread_deletion import delete_resource_thread
+from .prompting.transcript import SIGNAL, transcribe
+from .rules.resource import is_resource
+from .rules.temporal import TimedMessage, plan_temporal_gap
+from .rules.tokens import Counter, count_message, count_text_message
 from .state import Cycle, MemoryState, PendingMessage, ThreadMemory
-from .status import emit_status
 from .step import EngineConfig, Folded, Rejected, Step
-from .temporal import TimedMessage, plan_temporal_gap
-from .thread_deletion import delete_resource_thread
-from .tokens import Counter, count_message, count_text_message
-from .transcript import SIGNAL, transcribe
 
 __all__ = ["EngineConfig", "Folded", "Input", "Rejected", "addressed", "fold", "holds", "new_state"]
 

@@ -12,12 +12,14 @@ from omstream.schemas.config import OmConfig
 from omstream.schemas.events import EventEnvelope, MarkerConfig
 from omstream.schemas.jobs import ModelJob
 
-from . import ids, resource, thresholds
-from .extraction import Extraction
-from .observer_attachments import Capability, unknown_capability
-from .resolution import ResolvedConfig, resolve
+from . import ids
+from .prompting.observer_attachments import Capability, unknown_capability
+from .prompting.window import window_tokens
+from .rules import resource, thresholds
+from .rules.extraction import Extraction
+from .rules.resolution import ResolvedConfig, resolve
+from .rules.tokens import Counter, count_messages, get_counter
 from .state import MemoryState
-from .tokens import Counter, count_messages, get_counter
 
 __all__ = ["EngineConfig", "Folded", "Rejected", "Step", "config_digest", "replace_fields"]
 
@@ -202,7 +204,7 @@ class Step:
     def pending_tokens(self) -> int:
         """The unobserved tokens of the window the check measures (spec §6.1)."""
         if resource.is_resource(self.config):
-            return resource.window_tokens(self.state, self.state.focus, self.config)
+            return window_tokens(self.state, self.state.focus, self.config)
         return count_messages([m.tokens for m in self.state.pending])
 
     def finish(self) -> Folded:

@@ -13,7 +13,7 @@ the call takes litellm's real path, retries and error classification included.
   prefix (`cache_prompt`), so the Observer's system prompt, identical across calls, is read
   once; callers that put shared context first (bench.quality) get the same saving.
 - **Grammar.** An Observer or Reflector job carries the GBNF of its answer (`settings.grammar`,
-  `omstream.engine.answer_grammar`); it goes to the server in the request body, where llama.cpp
+  `omstream.engine.prompting.answer_grammar`); it goes to the server in the request body, where llama.cpp
   samples only tokens the grammar allows.  A call that also asks for `response_format` (the
   extractors' JSON follow-up) keeps that alone: llama.cpp refuses both at once, and turns the
   JSON schema into a grammar itself.  An empty grammar is not sent.

@@ -28,8 +28,8 @@ from typing import cast
 import faust
 from faust.types import Message, StreamT
 
-from omstream.engine.extraction import import_references
 from omstream.engine.fold import EngineConfig
+from omstream.engine.rules.extraction import import_references
 from omstream.models.capabilities import takes_attachments
 from omstream.schemas.jobs import ModelJob, ModelResult
 

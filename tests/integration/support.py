@@ -57,7 +57,7 @@ async def final_states(settings) -> dict[str, dict]:
 
 def expected_cycles(messages, counter, threshold: int) -> int:
     """An independent oracle: blocking cycles fire whenever the unobserved total reaches the threshold."""
-    from omstream.engine.tokens import count_message, count_messages
+    from omstream.engine.rules.tokens import count_message, count_messages
 
     cycles, pending = 0, []
     for m in messages:

@@ -59,7 +59,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from omstream.client import OmClient
-from omstream.engine.parsing import parse_observer_output
+from omstream.engine.prompting.parsing import parse_observer_output
 from omstream.infra.broker import Broker, BrokerError, free_port
 from omstream.models.scripted import planned_failure
 from omstream.projections.context import ContextProjection

@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 import pytest
 
 from omstream.client import OmClient
-from omstream.engine.tokens import count_message, get_counter
+from omstream.engine.rules.tokens import count_message, get_counter
 from omstream.schemas.control import ConfigOverridden, ConfigOverrides, ObservationOverrides, ThreadDeleted
 from tests.helpers import T0, message
 from tests.integration.support import EventWatcher, final_states

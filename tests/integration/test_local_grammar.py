@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from omstream.engine import answer_grammar
-from omstream.engine.parsing import parse_observer_output, parse_outcome
+from omstream.engine.prompting import answer_grammar
+from omstream.engine.prompting.parsing import parse_observer_output, parse_outcome
 from omstream.models import local
 from omstream.models.calls import RetryPolicy, run_job
 from omstream.schemas.jobs import ChatMessage, ModelJob, ModelResult, request_hash

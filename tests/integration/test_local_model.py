@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from omstream.client import OmClient
-from omstream.engine.parsing import parse_observer_output
+from omstream.engine.prompting.parsing import parse_observer_output
 from omstream.models import local
 from omstream.schemas.messages import Message
 from tests.integration.options import om_options

@@ -98,7 +98,7 @@ PARTS = ("observations", "observedMessageIds", "messages", "chat", "currentTask"
 
 def comparable(state: dict) -> dict:
     """test_recovery's comparison of final states, without the end times of past generations:
-    a cycle ends at its start plus the model call's measured duration (`engine.jobs.outcome_time`),
+    a cycle ends at its start plus the model call's measured duration (`engine.cycles.jobs.outcome_time`),
     which differs between two runs of a model that takes time."""
     state = without_positions(state)
     return {**state, "history": [{k: v for k, v in h.items() if k != "ended_at"} for h in state.get("history", [])]}

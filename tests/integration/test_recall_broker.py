@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from omstream.client import OmClient
-from omstream.engine.groups import parse_groups
+from omstream.engine.prompting.groups import parse_groups
 from omstream.projections.recall import RecallError
 from omstream.schemas.control import ThreadDeleted
 from tests.helpers import T0, message

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from omstream.client import OmClient
-from omstream.engine.groups import parse_groups
-from omstream.engine.sections import section_bodies, shown_thread_id
+from omstream.engine.prompting.groups import parse_groups
+from omstream.engine.prompting.sections import section_bodies, shown_thread_id
 from tests.helpers import message
 from tests.integration.options import om_options
 from tests.integration.support import EventWatcher, Server

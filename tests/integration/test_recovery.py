@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from omstream.client import OmClient
-from omstream.engine.tokens import get_counter
+from omstream.engine.rules.tokens import get_counter
 from tests.helpers import message
 from tests.integration.options import om_options
 from tests.integration.support import (
@@ -47,7 +47,7 @@ def comparable(state: dict) -> dict:
 
 
 #: Fields that carry a model call's measured (wall-clock) duration: the cycle's end is its start
-#: plus the call's own duration (engine.jobs.outcome_time), so two runs differ there and only there.
+#: plus the call's own duration (engine.cycles.jobs.outcome_time), so two runs differ there and only there.
 TIMED = ("eventTime", "completedAt", "durationMs", "failedAt")
 
 

@@ -24,8 +24,8 @@ import orjson
 import pytest
 
 from omstream.client import OmClient
-from omstream.engine.sections import section_bodies, shown_thread_id
-from omstream.engine.tokens import count_messages
+from omstream.engine.prompting.sections import section_bodies, shown_thread_id
+from omstream.engine.rules.tokens import count_messages
 from omstream.projections.context import ContextProjection
 from omstream.projections.resource_views import ResourceRendering
 from omstream.schemas.codec import decode_input, encode

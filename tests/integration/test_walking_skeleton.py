@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from omstream.client import OmClient
-from omstream.engine.tokens import get_counter
+from omstream.engine.rules.tokens import get_counter
 from tests.helpers import message
 from tests.integration.support import events, expected_cycles, settled_feed
 

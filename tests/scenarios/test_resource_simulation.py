@@ -13,8 +13,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from omstream.engine.groups import parse_groups
-from omstream.engine.sections import section_bodies, shown_thread_id
+from omstream.engine.prompting.groups import parse_groups
+from omstream.engine.prompting.sections import section_bodies, shown_thread_id
 from omstream.schemas.config import load_om_config
 from omstream.settings import read_config_file
 from omstream.simulation import run

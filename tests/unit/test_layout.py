@@ -2,14 +2,14 @@
 
 Read from the source with `ast`, not by importing it, so an import hidden in a function (the
 usual way a cycle is papered over) counts as much as one at the top of a module.  Imports under
-`if TYPE_CHECKING:` are left out: they never run.  What the engine may import is
-test_engine_purity.py's.
+`if TYPE_CHECKING:` are left out: they never run.  What the engine may import from outside
+itself is test_engine_purity.py's; how its rooms may import each other is here.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -150,3 +150,98 @@ def test_the_schemas_import_nothing_of_the_rest():
     wrong = {module: sorted(name for name in names if not name.startswith("omstream.schemas"))
              for module, names in GRAPH.items() if module.startswith("omstream.schemas")}
     assert {m: names for m, names in wrong.items() if names} == {}
+
+
+# --- the engine's rooms ---------------------------------------------------------------------------
+ENGINE = "omstream.engine"
+#: Which modules each room of the engine holds ("" is its top); its `__init__` maps the same.
+ENGINE_ROOMS = {
+    "": {"fold", "step", "state", "ids"},
+    "cycles": {"activating", "buffering", "check", "deadline", "extracting", "jobs", "multi_observing", "observing",
+               "reflecting", "resource_extracting", "results", "status", "thread_deletion"},
+    "rules": {"activation", "attachments", "extraction", "reflection_plan", "resolution", "resource", "temporal",
+              "thresholds", "tokens"},
+    "prompting": {"answer_grammar", "groups", "observation_times", "observations", "observer_attachments", "parsing",
+                  "prompts", "resource_groups", "sections", "thread_answers", "transcript", "truncation", "window"},
+}
+#: The floors, bottom up (rooms and top-level modules): a module imports only from its own floor
+#: and the floors below it (`omstream.engine.__init__` draws them).
+ENGINE_FLOORS = (("state", "ids"), ("rules",), ("prompting",), ("step",), ("cycles",), ("fold",))
+MAX_ROOM_MODULES = 15
+ROOM_PACKAGES = {f"{ENGINE}.{room}" for room in ENGINE_ROOMS if room}
+
+
+def engine_rooms(modules: Iterable[str]) -> dict[str, set[str]]:
+    """The engine's modules by room ("" for the top), each by its last name."""
+    rooms: dict[str, set[str]] = {}
+    for module in modules:
+        if module.startswith(ENGINE + "."):
+            *room, name = module.removeprefix(ENGINE + ".").split(".")
+            if module not in ROOM_PACKAGES:
+                rooms.setdefault(".".join(room), set()).add(name)
+    return rooms
+
+
+def _place(module: str) -> str:
+    """A room, or a top-level module: where `module` sits on the floors."""
+    return module.removeprefix(ENGINE + ".").split(".")[0]
+
+
+def against_the_floors(graph: dict[str, set[str]], floors: tuple[tuple[str, ...], ...]) -> list[str]:
+    """Every import inside the engine that climbs a floor, or touches a place on no floor."""
+    level = {place: i for i, places in enumerate(floors) for place in places}
+    wrong = []
+    for module in sorted(graph):
+        if not module.startswith(ENGINE + "."):
+            continue
+        for name in sorted(graph[module]):
+            if not name.startswith(ENGINE + ".") or _place(name) == _place(module):
+                continue
+            here, there = level.get(_place(module)), level.get(_place(name))
+            if here is None or there is None or there > here:
+                wrong.append(f"{module} -> {name}")
+    return wrong
+
+
+def room_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The engine's imports between its places (rooms and top-level modules)."""
+    places: dict[str, set[str]] = {}
+    for module, names in graph.items():
+        if module.startswith(ENGINE + "."):
+            places.setdefault(_place(module), set()).update(
+                _place(n) for n in names if n.startswith(ENGINE + ".") and _place(n) != _place(module))
+    for targets in list(places.values()):
+        for target in targets:
+            places.setdefault(target, set())
+    return places
+
+
+def test_every_engine_module_is_in_its_room():
+    assert engine_rooms(MODULES) == ENGINE_ROOMS
+    assert {room: len(names) for room, names in ENGINE_ROOMS.items() if len(names) > MAX_ROOM_MODULES} == {}
+
+
+def test_the_engine_imports_along_its_floors_and_its_rooms_form_no_cycle():
+    assert against_the_floors(GRAPH, ENGINE_FLOORS) == []
+    assert cycles(room_graph(GRAPH)) == []
+
+
+def test_a_module_in_the_wrong_room_or_an_import_against_the_floors_would_be_found():
+    e = ENGINE
+    graph = {f"{e}.fold": {f"{e}.cycles.check"}, f"{e}.cycles.check": {f"{e}.step", f"{e}.rules.thresholds"},
+             f"{e}.step": {f"{e}.rules.thresholds", f"{e}.state"}, f"{e}.rules.thresholds": set(),
+             f"{e}.state": set()}
+    assert against_the_floors(graph, ENGINE_FLOORS) == []
+    assert cycles(room_graph(graph)) == []
+    # a rule that reads a prompt, and a step that calls a cycle: both climb
+    graph[f"{e}.rules.thresholds"] = {f"{e}.prompting.prompts"}
+    graph[f"{e}.step"] = graph[f"{e}.step"] | {f"{e}.cycles.jobs"}
+    assert against_the_floors(graph, ENGINE_FLOORS) == [f"{e}.rules.thresholds -> {e}.prompting.prompts",
+                                                        f"{e}.step -> {e}.cycles.jobs"]
+    assert cycles(room_graph(graph)) == [["cycles", "step"]]
+    # a place on no floor (a new room, or a module left at the top) is reported too
+    assert against_the_floors({f"{e}.misc.x": {f"{e}.state"}}, ENGINE_FLOORS) == [f"{e}.misc.x -> {e}.state"]
+    # a module filed in the wrong room
+    moved = [m for m in MODULES if m != f"{e}.rules.thresholds"] + [f"{e}.prompting.thresholds"]
+    rooms = engine_rooms(moved)
+    assert rooms != ENGINE_ROOMS and "thresholds" in rooms["prompting"] and "thresholds" not in rooms["rules"]

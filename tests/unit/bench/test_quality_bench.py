@@ -235,7 +235,7 @@ def test_transcript_is_locomos_format(synthetic):
 
 
 def test_recent_turns_are_the_longest_suffix_within_the_budget(synthetic):
-    from omstream.engine.tokens import get_counter
+    from omstream.engine.rules.tokens import get_counter
 
     counter = get_counter("tiktoken")
     [conv] = locomo.load(synthetic)
@@ -256,7 +256,7 @@ def test_recent_turns_are_the_longest_suffix_within_the_budget(synthetic):
 
 
 def test_chat_tokens_adds_the_per_message_overhead():
-    from omstream.engine.tokens import get_counter
+    from omstream.engine.rules.tokens import get_counter
 
     counter = get_counter("tiktoken")
     chat = [{"role": "system", "content": "hello world"}, {"role": "user", "content": "hi"}]

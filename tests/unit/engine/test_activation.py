@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from omstream.engine.activation import (
+from omstream.engine.rules.activation import (
     Chunk,
     activation_trigger,
     auto_activation_ttl,
@@ -17,7 +17,7 @@ from omstream.engine.activation import (
     resolve_activation_ttl,
     to_epoch_ms,
 )
-from omstream.engine.thresholds import resolve_activation_ratio, resolve_retention_floor
+from omstream.engine.rules.thresholds import resolve_activation_ratio, resolve_retention_floor
 
 MIN = 60_000
 HOUR = 60 * MIN

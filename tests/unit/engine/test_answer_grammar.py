@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from omstream.engine import answer_grammar
 from omstream.engine.fold import fold
-from omstream.engine.parsing import _content, parse_observer_output, parse_outcome
-from omstream.engine.thread_answers import parse_reflection_sections, parse_thread_answer
+from omstream.engine.prompting import answer_grammar
+from omstream.engine.prompting.parsing import _content, parse_observer_output, parse_outcome
+from omstream.engine.prompting.thread_answers import parse_reflection_sections, parse_thread_answer
 from omstream.schemas.control import ObserveRequested, ReflectRequested
 from omstream.schemas.messages import Message
 from tests.helpers import engine, fold_inputs, message, scripted_result, text_of

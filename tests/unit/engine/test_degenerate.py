@@ -1,6 +1,6 @@
 """Degenerate observer output (spec §7.6, §15 item 9)."""
 
-from omstream.engine.parsing import is_degenerate, parse_observer_output
+from omstream.engine.prompting.parsing import is_degenerate, parse_observer_output
 
 
 def test_a_single_giant_line_is_truncated_not_flagged():

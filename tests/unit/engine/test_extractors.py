@@ -8,9 +8,9 @@ import asyncio
 import pytest
 from pydantic import BaseModel
 
-from omstream.engine import extraction
 from omstream.engine.fold import fold
-from omstream.engine.prompts import observer_system_prompt
+from omstream.engine.prompting.prompts import observer_system_prompt
+from omstream.engine.rules import extraction
 from omstream.projections.context import ContextProjection
 from omstream.schemas.config import OmConfigError, load_om_config, slugify
 from omstream.schemas.control import ThreadPatched

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from omstream.engine.fold import fold, new_state
-from omstream.engine.tokens import count_message
+from omstream.engine.rules.tokens import count_message
 from tests.helpers import engine, message, scripted_result
 
 CONFIG = engine(400)

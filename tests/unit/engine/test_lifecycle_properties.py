@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from omstream.engine.fold import fold, new_state
-from omstream.engine.tokens import count_message, count_messages
+from omstream.engine.rules.tokens import count_message, count_messages
 from omstream.schemas.control import StepStarted
 from tests.helpers import engine, message, scripted_result
 

@@ -23,20 +23,20 @@ from pathlib import Path
 
 import pytest
 
-from omstream.engine.parsing import (
+from omstream.engine.prompting.parsing import (
     RECOVERIES,
     is_degenerate,
     parse_observer_output,
     parse_outcome,
 )
-from omstream.engine.prompts import (
+from omstream.engine.prompting.prompts import (
     FORMAT_EXAMPLE_LINES,
     observer_system_prompt,
     observer_user_prompt,
     reflector_system_prompt,
     reflector_user_prompt,
 )
-from omstream.engine.transcript import TranscriptLine, render_transcript
+from omstream.engine.prompting.transcript import TranscriptLine, render_transcript
 from omstream.models import scripted
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from omstream.engine.fold import fold, new_state
-from omstream.engine.groups import (
+from omstream.engine.prompting.groups import (
     combine_ranges,
     group_id,
     group_safe_line_count,
@@ -159,7 +159,7 @@ def test_groups_are_well_formed_name_observed_messages_and_refold_identically(ca
 
 
 def test_a_range_of_ids_with_colons_splits_at_its_middle_colon():
-    from omstream.engine.groups import split_range
+    from omstream.engine.prompting.groups import split_range
 
     assert split_range("m1:m4") == ("m1", "m4")
     assert split_range("t1:3:t1:9") == ("t1:3", "t1:9")

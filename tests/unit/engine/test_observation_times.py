@@ -1,4 +1,4 @@
-"""The observation-time rule (`engine.observation_times`): an Observer's dates and times held to
+"""The observation-time rule (`engine.prompting.observation_times`): an Observer's dates and times held to
 the messages they were made from."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from omstream.engine.observation_times import (
+from omstream.engine.prompting.observation_times import (
     MessageTimes,
     check_messages,
     check_sections,

@@ -15,7 +15,7 @@ from datetime import timedelta
 import orjson
 import pytest
 
-from omstream.engine.observer_attachments import (
+from omstream.engine.prompting.observer_attachments import (
     FORWARD_LIMIT,
     Attachment,
     attachment_of,
@@ -24,10 +24,10 @@ from omstream.engine.observer_attachments import (
     mime_allowed,
     observer_user_content,
 )
+from omstream.engine.prompting.transcript import transcribe
+from omstream.engine.rules.tokens import get_counter
 from omstream.engine.state import PendingMessage
 from omstream.engine.step import EngineConfig
-from omstream.engine.tokens import get_counter
-from omstream.engine.transcript import transcribe
 from omstream.models import capabilities, scripted
 from omstream.models.calls import run_job, without_attachments
 from omstream.projections.chat import attachment_part

@@ -2,8 +2,8 @@
 
 import pytest
 
-from omstream.engine.prompts import COMPRESSION_GUIDANCE
-from omstream.engine.reflection_plan import (
+from omstream.engine.prompting.prompts import COMPRESSION_GUIDANCE
+from omstream.engine.rules.reflection_plan import (
     ReflectionAttempt,
     buffered_reflection_slice,
     buffered_reflection_suppressed,
@@ -17,7 +17,7 @@ from omstream.engine.reflection_plan import (
     suppression_after_commit,
     suppression_after_failure,
 )
-from omstream.engine.thresholds import reflection_activation_min_tokens, reflection_buffer_start
+from omstream.engine.rules.thresholds import reflection_activation_min_tokens, reflection_buffer_start
 
 T = 40_000
 ASYNC = {"async_enabled": True, "buffer_activation": 0.5, "block_after": 48_000}

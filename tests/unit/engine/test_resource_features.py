@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from omstream.engine.sections import section_bodies
+from omstream.engine.prompting.sections import section_bodies
 from omstream.schemas.control import ObserveRequested
 from omstream.schemas.messages import Message
 from tests.helpers import T0, scripted_result

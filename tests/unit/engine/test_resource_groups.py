@@ -17,11 +17,11 @@ from datetime import timedelta
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from omstream.engine.groups import group_id, parse_groups, strip_groups, thread_cycle, wrap_group
-from omstream.engine.resolution import resolve
-from omstream.engine.resource_groups import resource_reflection_groups
-from omstream.engine.sections import merge_section, section_bodies
-from omstream.engine.thread_deletion import without_thread_sections
+from omstream.engine.cycles.thread_deletion import without_thread_sections
+from omstream.engine.prompting.groups import group_id, parse_groups, strip_groups, thread_cycle, wrap_group
+from omstream.engine.prompting.resource_groups import resource_reflection_groups
+from omstream.engine.prompting.sections import merge_section, section_bodies
+from omstream.engine.rules.resolution import resolve
 from omstream.projections.context import build_context_system_messages
 from omstream.schemas.control import ObserveRequested, ThreadDeleted
 from tests.helpers import T0

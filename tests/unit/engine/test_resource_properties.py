@@ -13,8 +13,9 @@ from datetime import timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from omstream.engine.resource import other_conversations, pending_by_thread, plan_batches, thread_tokens
-from omstream.engine.sections import section_bodies, shown_thread_id
+from omstream.engine.prompting.sections import section_bodies, shown_thread_id
+from omstream.engine.prompting.window import other_conversations
+from omstream.engine.rules.resource import pending_by_thread, plan_batches, thread_tokens
 from omstream.schemas.control import ObserveRequested
 from tests.helpers import T0
 from tests.unit.engine.resource_helpers import Memory, observed_ids, resource_engine, say

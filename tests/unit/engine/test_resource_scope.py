@@ -6,8 +6,9 @@ import re
 
 import xxhash
 
-from omstream.engine.resource import other_conversations, plan_batches, window_tokens
-from omstream.engine.sections import merge_section, shown_thread_id
+from omstream.engine.prompting.sections import merge_section, shown_thread_id
+from omstream.engine.prompting.window import other_conversations, window_tokens
+from omstream.engine.rules.resource import plan_batches
 from omstream.schemas.control import ObserveRequested
 from tests.helpers import T0
 from tests.unit.engine.resource_helpers import Memory, observed_ids, resource_engine, say, tag

@@ -8,9 +8,9 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from omstream.engine.groups import parse_groups
-from omstream.engine.sections import section_bodies, shown_thread_id
-from omstream.engine.thread_deletion import without_thread_sections
+from omstream.engine.cycles.thread_deletion import without_thread_sections
+from omstream.engine.prompting.groups import parse_groups
+from omstream.engine.prompting.sections import section_bodies, shown_thread_id
 from omstream.schemas.control import ObserveRequested, ThreadDeleted, ThreadPatched
 from tests.helpers import T0
 from tests.unit.engine.resource_helpers import Memory, observed_ids, resource_engine, say, tag

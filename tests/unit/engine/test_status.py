@@ -9,12 +9,12 @@ from datetime import timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from omstream.engine import status
+from omstream.engine.cycles import status
 from omstream.engine.fold import fold, new_state
+from omstream.engine.rules.thresholds import StatusWindows, projected_message_removal, status_windows
+from omstream.engine.rules.tokens import count_messages
 from omstream.engine.state import BufferedChunk, Cycle, PendingMessage
 from omstream.engine.step import EngineConfig, Step
-from omstream.engine.thresholds import StatusWindows, projected_message_removal, status_windows
-from omstream.engine.tokens import count_messages
 from omstream.schemas.config import load_om_config
 from tests.helpers import T0, engine, message
 

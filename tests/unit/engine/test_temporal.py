@@ -6,7 +6,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from omstream.engine.fold import fold, new_state
-from omstream.engine.temporal import (
+from omstream.engine.rules.temporal import (
     TimedMessage,
     format_temporal_gap,
     format_temporal_timestamp,

@@ -2,8 +2,8 @@
 
 import pytest
 
-from omstream.engine.resolution import resolve
-from omstream.engine.thresholds import (
+from omstream.engine.rules.resolution import resolve
+from omstream.engine.rules.thresholds import (
     BufferCandidate,
     ThresholdRange,
     base_message_tokens,

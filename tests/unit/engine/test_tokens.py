@@ -9,14 +9,14 @@ import zlib
 
 import pytest
 
-from omstream.engine.attachments import (
+from omstream.engine.rules.attachments import (
     file_tokens_from_bytes,
     image_dimensions,
     image_tokens,
     is_image_like_file,
     model_context,
 )
-from omstream.engine.tokens import TokenxCounter, count_message, count_messages, get_counter, js_json
+from omstream.engine.rules.tokens import TokenxCounter, count_message, count_messages, get_counter, js_json
 from omstream.schemas.messages import Message
 from tests.helpers import LONG_THREAD
 
@@ -58,7 +58,7 @@ def test_tiktoken_counts_offline():
 def test_the_package_start_up_points_tiktoken_at_litellms_files_without_importing_litellm():
     # The engine writes no environment: `omstream/__init__.py`, which runs before any of it, does.
     env = {k: v for k, v in os.environ.items() if k not in ("TIKTOKEN_CACHE_DIR", "CUSTOM_TIKTOKEN_CACHE_DIR")}
-    code = ("import json, os, sys; from omstream.engine.tokens import get_counter; "
+    code = ("import json, os, sys; from omstream.engine.rules.tokens import get_counter; "
             "n = get_counter('tiktoken').count('hello world'); "
             "print(json.dumps([os.environ.get('TIKTOKEN_CACHE_DIR'), n, 'litellm' in sys.modules]))")
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,

@@ -3,9 +3,7 @@
 from datetime import timedelta
 
 from omstream.engine.fold import fold, new_state
-from omstream.engine.state import PendingMessage
-from omstream.engine.tokens import get_counter, js_json
-from omstream.engine.transcript import (
+from omstream.engine.prompting.transcript import (
     AttachmentNumbers,
     TranscriptLine,
     message_lines,
@@ -14,6 +12,8 @@ from omstream.engine.transcript import (
     render_transcript,
     truncate_to_tokens,
 )
+from omstream.engine.rules.tokens import get_counter, js_json
+from omstream.engine.state import PendingMessage
 from omstream.schemas.messages import Message
 from tests.helpers import T0, engine, message
 

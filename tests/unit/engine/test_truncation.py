@@ -3,8 +3,8 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from omstream.engine.tokens import get_counter
-from omstream.engine.truncation import truncate_observations
+from omstream.engine.prompting.truncation import truncate_observations
+from omstream.engine.rules.tokens import get_counter
 
 COUNT = get_counter("tokenx").count
 
@@ -65,7 +65,7 @@ def test_spec_case_400_lines_budget_200():
 
 def test_the_observer_sees_the_budget_and_the_log_keeps_everything():
     from omstream.engine.fold import fold, new_state
-    from omstream.engine.truncation import TRUNCATION_NOTICE
+    from omstream.engine.prompting.truncation import TRUNCATION_NOTICE
     from tests.helpers import engine, message, scripted_result
 
     config = engine(300, observation={"previousObserverTokens": 60})

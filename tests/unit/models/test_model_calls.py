@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from omstream.engine.parsing import is_degenerate, parse_observer_output
+from omstream.engine.prompting.parsing import is_degenerate, parse_observer_output
 from omstream.models.calls import (
     RetryPolicy,
     call_arguments,

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from omstream.engine.parsing import is_degenerate, parse_observer_output
+from omstream.engine.prompting.parsing import is_degenerate, parse_observer_output
 from omstream.models.calls import RetryPolicy, run_job
 from omstream.models.scripted import FAILURES, failure_for, planned_failure, reset_failures
 from omstream.schemas.jobs import ChatMessage, ModelJob, request_hash

@@ -4,8 +4,8 @@ projection, as `om serve` builds it."""
 from datetime import UTC, datetime, timedelta
 
 from omstream.engine.fold import fold, new_state
+from omstream.engine.rules.tokens import get_counter
 from omstream.engine.state import MemoryState
-from omstream.engine.tokens import get_counter
 from omstream.projections.access import resource_of
 from omstream.projections.context import ContextProjection
 from omstream.projections.recall import Caller, RecallSource, parse_params, recall

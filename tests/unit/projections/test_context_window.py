@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from omstream.engine.fold import fold, new_state
-from omstream.engine.observations import append_observations
+from omstream.engine.prompting.observations import append_observations
 from omstream.projections.context import (
     CONTINUATION,
     CONTINUATION_HINT,

@@ -9,9 +9,9 @@ import re
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from omstream.engine.groups import parse_groups
-from omstream.engine.resolution import resolve
-from omstream.engine.sections import section_bodies
+from omstream.engine.prompting.groups import parse_groups
+from omstream.engine.prompting.sections import section_bodies
+from omstream.engine.rules.resolution import resolve
 from omstream.projections.context import ContextProjection
 from omstream.projections.recall import RecallError, parse_params, recall
 from tests.helpers import engine

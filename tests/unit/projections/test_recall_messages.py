@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from omstream.engine.tokens import get_counter
+from omstream.engine.rules.tokens import get_counter
 from omstream.projections.context import ContextProjection
 from omstream.projections.recall import RecallError
 from omstream.schemas.messages import DataPart, ImagePart, ReasoningPart, TextPart, ToolCallPart, ToolResultPart

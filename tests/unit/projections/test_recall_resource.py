@@ -4,9 +4,9 @@ thread or cursor of another resource is refused, and the actor's context shows t
 
 import pytest
 
-from omstream.engine.groups import parse_groups
-from omstream.engine.resolution import resolve
-from omstream.engine.sections import section_bodies
+from omstream.engine.prompting.groups import parse_groups
+from omstream.engine.prompting.sections import section_bodies
+from omstream.engine.rules.resolution import resolve
 from omstream.projections.context import ContextProjection
 from omstream.projections.recall import RecallError, parse_params, recall
 from tests.helpers import engine

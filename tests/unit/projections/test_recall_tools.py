@@ -6,7 +6,7 @@ import json
 from aiohttp.test_utils import TestServer
 
 from omstream.client import OmClient
-from omstream.engine.resolution import ResolvedRetrieval
+from omstream.engine.rules.resolution import ResolvedRetrieval
 from omstream.projections.feed import ProjectionFeed
 from omstream.projections.web import build_web_app
 from omstream.settings import Settings

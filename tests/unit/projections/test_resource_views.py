@@ -15,8 +15,9 @@ from datetime import timedelta
 
 import pytest
 
-from omstream.engine.resource import other_conversations, pending_by_thread
-from omstream.engine.sections import shown_thread_id
+from omstream.engine.prompting.sections import shown_thread_id
+from omstream.engine.prompting.window import other_conversations
+from omstream.engine.rules.resource import pending_by_thread
 from omstream.projections.asof import context_as_of
 from omstream.projections.context import ContextProjection
 from omstream.projections.history import EventHistory

@@ -10,8 +10,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from omstream.cli import main
-from omstream.engine.resolution import resolve
-from omstream.engine.thresholds import (
+from omstream.engine.rules.resolution import resolve
+from omstream.engine.rules.thresholds import (
     resolve_activation_ratio,
     resolve_block_after,
     resolve_buffer_tokens,

@@ -136,7 +136,7 @@ async def test_results_are_the_best_group_once_top_k_clamped_and_cut_to_2000_tok
     assert found["count"] == 20  # topK at most 20
     ids = ids_in(found["results"])
     assert len(ids) == len(set(ids))  # each group once, however many of its chunks matched
-    from omstream.engine.tokens import TokenxCounter
+    from omstream.engine.rules.tokens import TokenxCounter
     assert TokenxCounter().count(found["results"]) <= 2000
     assert "[truncated" in found["results"]
 
@@ -200,7 +200,7 @@ async def test_a_resource_reflections_groups_belong_to_the_threads_of_their_sect
     section: each section's group is indexed under the section's thread (named by id, or by its
     xxhash32), so deleting a thread takes its reflected group and leaves the other's, also when
     the index was reopened between the messages and the reflection."""
-    from omstream.engine.sections import shown_thread_id, wrap_section
+    from omstream.engine.prompting.sections import shown_thread_id, wrap_section
 
     r1 = Memory("resource:u1", "t1")
     shown = {t: shown_thread_id(t, obscure) for t in ("t1", "t2")}

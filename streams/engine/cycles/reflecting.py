@@ -28,14 +28,14 @@ from omstream.schemas.events import (
 )
 from omstream.schemas.jobs import ChatMessage, JobTrigger, ModelResult
 
-from . import extraction
-from .activation import did_provider_change, idle_expired, resolve_activation_ttl
-from .extracting import extract, extraction_fields, extractors, with_inline
-from .groups import combine_ranges, group_id, group_safe_line_count, parse_groups, strip_groups, wrap_group
-from .jobs import failed, model_job, outcome_time
-from .parsing import parse_observer_output
-from .prompts import reflector_system_prompt, reflector_user_prompt
-from .reflection_plan import (
+from ..prompting.groups import combine_ranges, group_id, group_safe_line_count, parse_groups, strip_groups, wrap_group
+from ..prompting.parsing import parse_observer_output
+from ..prompting.prompts import reflector_system_prompt, reflector_user_prompt
+from ..prompting.resource_groups import resource_reflection_groups
+from ..prompting.thread_answers import parse_reflection_sections
+from ..rules import extraction
+from ..rules.activation import did_provider_change, idle_expired, resolve_activation_ttl
+from ..rules.reflection_plan import (
     LadderStep,
     ReflectionAttempt,
     ReflectionTrigger,
@@ -48,13 +48,13 @@ from .reflection_plan import (
     suppression_after_commit,
     suppression_after_failure,
 )
-from .resource import is_resource
-from .resource_groups import resource_reflection_groups
-from .state import BufferedReflection, Cycle, CycleKind, Generation, Phase
+from ..rules.resource import is_resource
+from ..rules.thresholds import reflection_buffer_activation
+from ..state import BufferedReflection, Cycle, CycleKind, Generation, Phase
+from ..step import Step
+from .extracting import extract, extraction_fields, extractors, with_inline
+from .jobs import failed, model_job, outcome_time
 from .status import emit_status
-from .step import Step
-from .thread_answers import parse_reflection_sections
-from .thresholds import reflection_buffer_activation
 
 __all__ = ["manual_reflect", "maybe_reflect", "reflection_buffer_result", "reflection_gave_up",
            "reflection_result"]

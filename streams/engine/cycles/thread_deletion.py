@@ -30,13 +30,13 @@ from datetime import datetime
 from omstream.schemas.control import ThreadDeleted
 from omstream.schemas.events import MemoryDeleted, MemoryDeletedData
 
+from ..prompting.observations import split_keeping_boundaries
+from ..prompting.sections import shown_thread_id
+from ..rules.resource import thread_of
+from ..state import ThreadMemory
+from ..step import Step
 from .jobs import failed
 from .multi_observing import fail_thread
-from .observations import split_keeping_boundaries
-from .resource import thread_of
-from .sections import shown_thread_id
-from .state import ThreadMemory
-from .step import Step
 
 __all__ = ["delete_resource_thread", "without_thread_sections"]
 

@@ -32,9 +32,9 @@ from omstream.schemas.jobs import (
     request_hash,
 )
 
-from . import answer_grammar
-from .state import Cycle
-from .step import Step
+from ..prompting import answer_grammar
+from ..state import Cycle
+from ..step import Step
 
 __all__ = ["failed", "failure", "model_job", "outcome_time"]
 

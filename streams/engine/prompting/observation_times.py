@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from datetime import date, time
 from zoneinfo import ZoneInfo
 
-from .state import PendingMessage
+from ..state import PendingMessage
 from .transcript import SIGNAL
 
 __all__ = ["Corrected", "MessageTimes", "check_messages", "check_sections", "check_times", "mentioned_dates",

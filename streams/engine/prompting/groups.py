@@ -19,8 +19,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .state import PendingMessage
-from .temporal import is_temporal_marker
+from ..rules.temporal import is_temporal_marker
+from ..state import PendingMessage
 
 __all__ = ["ObservationGroup", "combine_ranges", "group_id", "grouped", "group_safe_line_count", "message_range",
            "parse_groups", "render_groups", "split_range", "strip_groups", "thread_cycle", "wrap_group"]

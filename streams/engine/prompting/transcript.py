@@ -48,10 +48,8 @@ from omstream.schemas.messages import (
     ToolResultPart,
 )
 
-from .attachments import attachment_label, is_image_like_file
-from .observer_attachments import attachment_of, placeholder_text
-from .state import Attachment, PendingMessage
-from .tokens import (
+from ..rules.attachments import attachment_label, is_image_like_file
+from ..rules.tokens import (
     EMPTY_RESULT,
     TOOL_FAILED,
     block_attachment,
@@ -63,6 +61,8 @@ from .tokens import (
     multimodal_blocks,
     tool_result_value,
 )
+from ..state import Attachment, PendingMessage
+from .observer_attachments import attachment_of, placeholder_text
 
 __all__ = [
     "SIGNAL",

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 from omstream.schemas.jobs import ChatMessage, ModelJob, ModelResult
 
-from . import extraction
-from .extraction import THREAD_TITLE, Extraction, Spec
+from ..prompting.parsing import parse_observer_output
+from ..prompting.transcript import observer_transcript
+from ..rules import extraction
+from ..rules.extraction import THREAD_TITLE, Extraction, Spec
+from ..rules.resource import pending_by_thread, thread_tokens
+from ..state import Cycle, ThreadMemory
+from ..step import Step
 from .jobs import model_job
-from .parsing import parse_observer_output
-from .resource import pending_by_thread, thread_tokens
-from .state import Cycle, ThreadMemory
-from .step import Step
-from .transcript import observer_transcript
 
 __all__ = ["followup_again", "followup_id", "followup_job", "one_thread_per_call", "thread_extraction",
            "thread_specs"]

@@ -1,5 +1,5 @@
-"""A resource memory's threads: their unobserved messages, the window one thread sees, and which
-threads one observation covers (spec §6.10).
+"""A resource memory's threads: their unobserved messages and which threads one observation
+covers (spec §6.10); the window one thread sees is `prompting.window`'s.
 
 In resource scope every thread of a user folds into one memory, on one partition, in log order.
 The unobserved messages stay in `state.pending`, each tagged with its thread.  A thread's window
@@ -13,19 +13,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .sections import shown_thread_id
-from .state import MemoryState, PendingMessage
+from ..state import MemoryState, PendingMessage
 from .tokens import count_messages
-from .transcript import observer_transcript
 
-if TYPE_CHECKING:  # step.py measures windows with this module
-    from .step import EngineConfig
+if TYPE_CHECKING:
+    from ..step import EngineConfig
 
-__all__ = ["OTHER_PART_LENGTH", "is_resource", "other_conversations", "pending_by_thread", "plan_batches",
-           "thread_of", "thread_tokens", "window_tokens"]
-
-#: Other threads' messages are cut to this many characters per part (spec §7.2).
-OTHER_PART_LENGTH = 500
+__all__ = ["is_resource", "pending_by_thread", "plan_batches", "thread_of", "thread_tokens"]
 
 
 def is_resource(config: EngineConfig) -> bool:
@@ -48,29 +42,6 @@ def pending_by_thread(state: MemoryState) -> dict[str, tuple[PendingMessage, ...
 
 def thread_tokens(messages: tuple[PendingMessage, ...]) -> int:
     return count_messages([m.tokens for m in messages])
-
-
-def other_conversations(state: MemoryState, thread_id: str | None, config: EngineConfig) -> str:
-    """The other threads' unobserved messages as `thread_id`'s window shows them: one
-    `<other-conversation id="…">` block per thread, blank lines between ("" when none)."""
-    obscure = config.resolved.obscure_thread_ids
-    blocks = [
-        f'<other-conversation id="{shown_thread_id(thread, obscure)}">\n'
-        f"{observer_transcript(messages, config.om.time_zone, max_part_length=OTHER_PART_LENGTH)}\n"
-        "</other-conversation>"
-        for thread, messages in pending_by_thread(state).items() if thread != thread_id
-    ]
-    return "\n\n".join(blocks)
-
-
-def window_tokens(state: MemoryState, thread_id: str | None, config: EngineConfig) -> int:
-    """The pending tokens of `thread_id`'s window: its messages plus the other threads' blocks
-    (spec §6.1); without a thread (a command for the whole resource), every message."""
-    if thread_id is None:
-        return count_messages([m.tokens for m in state.pending])
-    own = [m.tokens for m in state.pending if thread_of(m, state) == thread_id]
-    others = other_conversations(state, thread_id, config)
-    return count_messages(own) + (config.counter.count(others) if others else 0)
 
 
 def plan_batches(state: MemoryState, threshold: int, max_per_batch: int, *,

@@ -13,15 +13,15 @@ from datetime import datetime
 from omstream.schemas.events import BufferingEnd, BufferingEndData, BufferingFailed, BufferingStart, BufferingStartData
 from omstream.schemas.jobs import ModelResult
 
+from ..prompting.groups import grouped
+from ..prompting.observation_times import check_messages
+from ..rules.thresholds import BufferCandidate, enough_to_buffer, safe_buffer_prefix, should_trigger_buffer
+from ..rules.tokens import count_messages
+from ..state import BufferedChunk, Cycle, PendingMessage
+from ..step import Step
 from .extracting import extract, extraction_fields, extractors, retitle
-from .groups import grouped
 from .jobs import failed, failure, model_job, outcome_time
-from .observation_times import check_messages
 from .observing import observer_request, read_observer, regenerate
-from .state import BufferedChunk, Cycle, PendingMessage
-from .step import Step
-from .thresholds import BufferCandidate, enough_to_buffer, safe_buffer_prefix, should_trigger_buffer
-from .tokens import count_messages
 
 __all__ = ["buffer_result", "maybe_buffer", "start_buffer"]
 

@@ -13,7 +13,8 @@ from typing import Any
 from omstream.schemas.base import iso
 from omstream.schemas.events import Activation, ActivationData
 
-from .activation import (
+from ..prompting.observations import CHUNK_SEPARATOR
+from ..rules.activation import (
     ActivationTrigger,
     Chunk,
     activation_trigger,
@@ -22,10 +23,9 @@ from .activation import (
     resolve_activation_ttl,
     to_epoch_ms,
 )
-from .observations import CHUNK_SEPARATOR
+from ..state import BufferedChunk, MemoryState
+from ..step import Step
 from .observing import observe_messages
-from .state import BufferedChunk, MemoryState
-from .step import Step
 
 __all__ = ["activate"]
 

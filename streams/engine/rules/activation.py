@@ -152,7 +152,7 @@ def plan_activation(
 ) -> ActivationPlan:
     """The chunks activation takes (spec §6.4 steps 5–6).
 
-    `retention_floor` is `resolve_retention_floor(bufferActivation, threshold)` (engine.thresholds);
+    `retention_floor` is `resolve_retention_floor(bufferActivation, threshold)` (`thresholds`);
     `pending_tokens` is the unobserved token count activation measures against.
     """
     count = choose_activation_boundary(

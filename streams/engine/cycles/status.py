@@ -19,9 +19,9 @@ from omstream.schemas.status import (
     Windows,
 )
 
-from .state import MemoryState
-from .step import EngineConfig, Step
-from .thresholds import StatusWindows, status_windows
+from ..rules.thresholds import StatusWindows, status_windows
+from ..state import MemoryState
+from ..step import EngineConfig, Step
 
 __all__ = ["emit_status", "windows_of"]
 

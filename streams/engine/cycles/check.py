@@ -26,14 +26,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from ..rules.thresholds import requires_blocking_observation
+from ..state import Phase
+from ..step import Step
 from .activating import activate
 from .buffering import maybe_buffer
 from .observing import start_observation
 from .reflecting import maybe_reflect
-from .state import Phase
 from .status import emit_status
-from .step import Step
-from .thresholds import requires_blocking_observation
 
 __all__ = ["check", "resume"]
 

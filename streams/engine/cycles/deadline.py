@@ -12,13 +12,13 @@ from datetime import datetime, timedelta
 
 from omstream.schemas.jobs import ModelResult
 
+from ..state import Cycle
+from ..step import EngineConfig, Step
 from .check import resume
 from .extracting import structured_failed
 from .multi_observing import batch_job_id, resource_batch_result
 from .reflecting import reflection_gave_up
 from .results import blocking_result
-from .state import Cycle
-from .step import EngineConfig, Step
 
 __all__ = ["expire_overdue", "is_overdue"]
 

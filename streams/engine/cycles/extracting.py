@@ -14,13 +14,13 @@ from typing import Any
 from omstream.schemas.events import ExtractionFailure, ThreadUpdate, ThreadUpdateData
 from omstream.schemas.jobs import ChatMessage, ModelJob, ModelResult
 
-from . import extraction
-from .extraction import Extraction, Spec
+from ..prompting.parsing import parse_observer_output
+from ..prompting.transcript import observer_transcript
+from ..rules import extraction
+from ..rules.extraction import Extraction, Spec
+from ..state import Cycle
+from ..step import Step
 from .jobs import model_job
-from .parsing import parse_observer_output
-from .state import Cycle
-from .step import Step
-from .transcript import observer_transcript
 
 __all__ = ["extract", "extraction_fields", "extractors", "retitle", "source", "structured_failed",
            "with_inline", "with_structured"]

@@ -32,16 +32,22 @@ from omstream.schemas.events import (
 )
 from omstream.schemas.jobs import ChatMessage, JobTrigger, ModelJob, ModelResult
 
-from . import extraction
+from ..prompting.groups import grouped, strip_groups, thread_cycle
+from ..prompting.observation_times import check_messages
+from ..prompting.observer_attachments import observer_user_content
+from ..prompting.parsing import ObserverOutput, is_degenerate
+from ..prompting.prompts import observer_system_prompt, observer_user_prompt
+from ..prompting.sections import merge_section, shown_thread_id
+from ..prompting.thread_answers import ThreadAnswer, parse_thread_answer
+from ..prompting.transcript import AttachmentNumbers, observer_transcript
+from ..prompting.truncation import truncate_observations
+from ..rules import extraction
+from ..rules.extraction import THREAD_TITLE, Extraction, title_change
+from ..rules.resource import pending_by_thread, plan_batches, thread_of, thread_tokens
+from ..state import Cycle, PendingMessage, ThreadMemory
+from ..step import Step
 from .extracting import extraction_fields, with_inline
-from .extraction import THREAD_TITLE, Extraction, title_change
-from .groups import grouped, strip_groups, thread_cycle
 from .jobs import failure, model_job
-from .observation_times import check_messages
-from .observer_attachments import observer_user_content
-from .parsing import ObserverOutput, is_degenerate
-from .prompts import observer_system_prompt, observer_user_prompt
-from .resource import pending_by_thread, plan_batches, thread_of, thread_tokens
 from .resource_extracting import (
     followup_again,
     followup_id,
@@ -50,13 +56,7 @@ from .resource_extracting import (
     thread_extraction,
     thread_specs,
 )
-from .sections import merge_section, shown_thread_id
-from .state import Cycle, PendingMessage, ThreadMemory
 from .status import emit_status
-from .step import Step
-from .thread_answers import ThreadAnswer, parse_thread_answer
-from .transcript import AttachmentNumbers, observer_transcript
-from .truncation import truncate_observations
 
 __all__ = ["batch_job_id", "batch_of", "fail_thread", "resource_batch_result", "resource_observer_request",
            "start_resource_observation"]

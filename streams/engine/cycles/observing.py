@@ -14,23 +14,23 @@ from omstream.schemas.base import iso
 from omstream.schemas.events import ObservationEnd, ObservationEndData, ObservationStart, ObservationStartData
 from omstream.schemas.jobs import ChatMessage, JobTrigger, ModelResult
 
-from . import extraction
+from ..prompting.groups import grouped, strip_groups
+from ..prompting.observation_times import check_messages
+from ..prompting.observations import append_observations
+from ..prompting.observer_attachments import observer_user_content
+from ..prompting.parsing import ObserverOutput, is_degenerate, parse_observer_output
+from ..prompting.prompts import observer_system_prompt, observer_user_prompt
+from ..prompting.transcript import observer_transcript
+from ..prompting.truncation import truncate_observations
+from ..rules import extraction
+from ..rules.extraction import Spec
+from ..rules.resource import is_resource
+from ..state import Cycle, MemoryState, PendingMessage
+from ..step import Step
 from .extracting import extract, extraction_fields, extractors, retitle, with_inline
-from .extraction import Spec
-from .groups import grouped, strip_groups
 from .jobs import failed, model_job
 from .multi_observing import start_resource_observation
-from .observation_times import check_messages
-from .observations import append_observations
-from .observer_attachments import observer_user_content
-from .parsing import ObserverOutput, is_degenerate, parse_observer_output
-from .prompts import observer_system_prompt, observer_user_prompt
-from .resource import is_resource
-from .state import Cycle, MemoryState, PendingMessage
 from .status import emit_status
-from .step import Step
-from .transcript import observer_transcript
-from .truncation import truncate_observations
 
 __all__ = ["BUFFERED_SEPARATOR", "manual_observe", "observation_result", "observe_messages", "observer_request",
            "read_observer", "regenerate", "start_observation"]

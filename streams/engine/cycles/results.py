@@ -11,6 +11,8 @@ from __future__ import annotations
 from omstream.schemas.events import ResultIgnored, ResultIgnoredData
 from omstream.schemas.jobs import ModelResult
 
+from ..state import Cycle
+from ..step import Step
 from .buffering import buffer_result
 from .check import resume
 from .extracting import with_structured
@@ -18,8 +20,6 @@ from .jobs import outcome_time
 from .multi_observing import batch_of, resource_batch_result
 from .observing import observation_result
 from .reflecting import reflection_buffer_result, reflection_result
-from .state import Cycle
-from .step import Step
 
 __all__ = ["blocking_result", "on_result"]
 

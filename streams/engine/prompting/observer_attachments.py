@@ -13,8 +13,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
-from .attachments import HTTP_URL, attachment_label, extension_of, is_image_like_file, url_path
-from .state import Attachment
+from ..rules.attachments import HTTP_URL, attachment_label, extension_of, is_image_like_file, url_path
+from ..state import Attachment
 
 __all__ = [
     "FORWARD_LIMIT",

@@ -7,7 +7,7 @@ needing ≥ 3 000 new tokens; activation keeps a 6 000-token floor (ratio 0.8); 
 36 000; reflection at 40 000 observation tokens, buffered from 20 000, blocking at 48 000; with
 shareTokenBudget (buffering off) messages and observations share 70 000.
 
-Configured values are resolved into token counts once, by `engine.resolution` (`resolve`) with
+Configured values are resolved into token counts once, by `rules.resolution` (`resolve`) with
 the `resolve_*` functions at the end of this module; the other functions take those counts.
 """
 
