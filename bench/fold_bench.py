@@ -329,7 +329,8 @@ def _fold_rows(counter: str, options: Options, layouts: dict[int, list[Message]]
             scenario=scenario, counter=counter, threads=threads, messages=len(messages),
             tokens=sum(counts[:len(messages)]), seconds=measured.seconds, observe_cycles=measured.observe_cycles,
             reflect_cycles=measured.reflect_cycles, jobs=measured.jobs,
-            message_tokens=cfg.message_tokens, observation_tokens=cfg.reflection_tokens,
+            message_tokens=cfg.resolved.observation.message_tokens,
+            observation_tokens=cfg.resolved.reflection.observation_tokens,
         ))
     return rows
 

@@ -36,6 +36,7 @@ __all__ = [
     "BufferingFailedData",
     "BufferingStart",
     "BufferingStartData",
+    "CycleFailedData",
     "Event",
     "EventEnvelope",
     "MemoryDeleted",
@@ -182,7 +183,10 @@ class ObservationEndData(WireModel):
     messages' and was corrected to the nearest one. Absent when none was (and for a reflection)."""
 
 
-class ObservationFailedData(WireModel):
+class CycleFailedData(WireModel):
+    """A failed cycle's fields, declared once: a blocking cycle's (`ObservationFailedData`) and a
+    background one's (`BufferingFailedData`) are the same."""
+
     cycle_id: str
     """The cycle's id; the start, end or failed, and activation events of one cycle share it."""
     operation_type: OperationType
@@ -203,6 +207,10 @@ class ObservationFailedData(WireModel):
     """The thread whose step or command started the cycle."""
     observations: str | None = None
     """Partial observation text, when the cycle got that far. Absent otherwise."""
+
+
+class ObservationFailedData(CycleFailedData):
+    pass
 
 
 # --- async buffering and activation -----------------------------------------------------------
@@ -267,27 +275,8 @@ class BufferingEndData(WireModel):
     messages' and was corrected to the nearest one. Absent when none was (and for a reflection)."""
 
 
-class BufferingFailedData(WireModel):
-    cycle_id: str
-    """The cycle's id; the start, end or failed, and activation events of one cycle share it."""
-    operation_type: OperationType
-    """What the cycle does: `observation` (messages to observations) or `reflection` (observations
-    condensed)."""
-    failed_at: Timestamp
-    """When the cycle failed, ISO-8601 (event time)."""
-    duration_ms: Count
-    """How long the cycle took, in milliseconds (end minus start)."""
-    tokens_attempted: Count
-    """What the failed cycle tried to observe or reflect, in tokens."""
-    error: str
-    """Why it failed: the error message, `HTTP <status>` or the provider's error (at most 2 000
-    characters)."""
-    record_id: str
-    """The memory record (one per generation) the cycle works on."""
-    thread_id: str
-    """The thread whose step or command started the cycle."""
-    observations: str | None = None
-    """Partial observation text, when the cycle got that far. Absent otherwise."""
+class BufferingFailedData(CycleFailedData):
+    pass
 
 
 class ActivationData(WireModel):

@@ -177,7 +177,7 @@ def _handle(step: Step, event: Input) -> None:
         _on_step(step, event)
     elif isinstance(event, TurnEnded):
         now = step.now(event.at)
-        if (_memory_on(step) and step.config.async_buffering
+        if (_memory_on(step) and step.config.resolved.async_buffering
                 and step.config.resolved.observation.buffer_on_idle):
             start_buffer(step, now, skip_minimum=True)
     elif isinstance(event, (ObserveRequested, ReflectRequested)) and not _memory_on(step):

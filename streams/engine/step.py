@@ -75,18 +75,6 @@ class EngineConfig:
         object.__setattr__(self, "counter", get_counter(self.om.token_counter))
         object.__setattr__(self, "cycle_deadline", timedelta(milliseconds=self.om.cycle_deadline_ms))
 
-    @property
-    def async_buffering(self) -> bool:
-        return self.resolved.async_buffering
-
-    @property
-    def message_tokens(self) -> int:
-        return self.om.observation.message_tokens
-
-    @property
-    def reflection_tokens(self) -> int:
-        return self.om.reflection.observation_tokens
-
     # The numbers of one memory: the arithmetic is `thresholds`'; these read its inputs.
     def base_message_tokens(self, state: MemoryState) -> int:
         o = self.resolved.observation

@@ -61,7 +61,7 @@ def _observe_phase(step: Step, now: datetime, step_number: int | None) -> bool:
     """Activation, the blocking observation and buffering; True when a cycle now blocks."""
     config = step.config
     threshold = config.message_threshold(step.state)
-    buffering = config.async_buffering
+    buffering = config.resolved.async_buffering
     if buffering and step.pending_tokens >= threshold:
         activate(step, now, checked=False, actor_model=None)
     # Without buffering blockAfter is None and the threshold blocks; with it, blockAfter is set.

@@ -69,7 +69,7 @@ def maybe_reflect(step: Step, now: datetime, phase: Phase, step_number: int | No
     ttl = resolve_activation_ttl(r.activate_after_idle, actor_model)
     provider_changed = r.activate_on_provider_change and did_provider_change(actor_model, state.last_model)
     plan = plan_reflection(
-        state.observation_tokens, threshold, async_enabled=config.async_buffering,
+        state.observation_tokens, threshold, async_enabled=config.resolved.async_buffering,
         buffer_activation=reflection_buffer_activation(r.buffer_activation), block_after=r.block_after,
         has_buffered_reflection=state.buffered_reflection is not None,
         buffering_in_flight=state.reflection_buffering is not None,

@@ -70,12 +70,12 @@ def memories(draw, config: EngineConfig):
     pending_tokens = draw(st.lists(st.integers(1, 4_000), max_size=12))
     pending = tuple(PendingMessage(id=f"m{i}", role="user", created_at=T0 + timedelta(minutes=i), text="x",
                                    tokens=t) for i, t in enumerate(pending_tokens))
-    chunk_tokens = draw(st.lists(st.integers(1, 6_000), max_size=5)) if config.async_buffering else []
+    chunk_tokens = draw(st.lists(st.integers(1, 6_000), max_size=5)) if config.resolved.async_buffering else []
     chunks = tuple(BufferedChunk(cycle_id=f"c{i}", observations="* x", tokens=draw(st.integers(1, 500)),
                                  message_ids=(f"m{i}",), message_tokens=t, last_observed_at=T0)
                    for i, t in enumerate(chunk_tokens))
     buffering = None
-    if config.async_buffering and draw(st.booleans()):
+    if config.resolved.async_buffering and draw(st.booleans()):
         buffering = Cycle(cycle_id="b", kind="buffer", message_ids=(), tokens=1, started_at=T0, generation=0)
     return new_state("thread:t1", "t1", "u1").model_copy(update={
         "pending": pending, "chunks": chunks, "buffering": buffering,
