@@ -43,7 +43,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from aiokafka.errors import KafkaError
 
 from omstream.api_tokens import TokenTable
 from omstream.crypto.sealing import PLAIN, Sealer, sealer_of
@@ -153,6 +152,8 @@ def build_web_app(feed: ProjectionFeed, versions: Versions | None = None,
         name = request.query.get("version")
         if name is not None and not VERSION_NAME.fullmatch(name):
             raise api_error(400, "bad-parameter", f"no such version name: {name!r}")
+        from aiokafka.errors import KafkaError  # here: the read side loads no Kafka client until it reads
+
         try:
             chosen = await versions.feed(name)
         except (KafkaError, OSError, TimeoutError) as exc:  # another version is opened on the broker
