@@ -34,7 +34,7 @@ window; callers may pass an explicit `now` instead.
 from __future__ import annotations
 
 import re
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from typing import Any
@@ -56,6 +56,7 @@ from omstream.projections.resource_views import (
     other_conversations,
     share,
 )
+from omstream.schemas import events as e
 from omstream.schemas.base import iso
 from omstream.schemas.messages import Message
 
@@ -112,8 +113,7 @@ CONTINUATION = f"<system-reminder>{CONTINUATION_HINT}</system-reminder>"
 CONTINUATION_ID = "om-continuation"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: The events that change what every thread of a resource memory shares (`resource_views`).
-_MEMORY_WIDE = frozenset({"data-om-observation-start", "data-om-observation-end", "data-om-observation-failed",
-                          "data-om-activation"})
+_MEMORY_WIDE = (e.ObservationStart, e.ObservationEnd, e.ObservationFailed, e.Activation)
 _OTHER_CONVERSATIONS = (
     "The following content is from OTHER conversations different from the current conversation, "
     "they're here for reference,  but they're not necessarily your focus:\n"
@@ -427,10 +427,10 @@ class ContextProjection:
         if event.seq <= self.last_seq.get(event.memory_key, 0):
             return False
         self.last_seq[event.memory_key] = event.seq
-        if event.type == "om-memory-deleted":
+        if isinstance(event, e.MemoryDeleted):
             self._drop(event)
             return True
-        if event.type == "om-message-accepted":
+        if isinstance(event, e.MessageAccepted):
             # In resource scope the envelope names the memory's thread; the message knows its own.
             message = event.data.message
             view = self.view(message.thread_id)
@@ -445,54 +445,66 @@ class ContextProjection:
         self._join(view, event.memory_key)
         view.events += 1
         view.saw(getattr(event, "event_time", None))
+        if getattr(event.data, "extracted_values", None):
+            view.extracted.update(event.data.extracted_values)
+        apply = _APPLY.get(type(event))
+        if apply is not None:
+            apply(self, view, event)
+        if isinstance(event, _MEMORY_WIDE) and is_resource_key(event.memory_key):
+            self._touched.update(share(view, self.siblings(view)))
+        return True
+
+    # One method per event that changes a view beyond what every event does (`apply_event`).
+    def _thread_update(self, view: ThreadView, event: e.ThreadUpdate) -> None:
+        view.title = event.data.new_title
+
+    def _observation_start(self, view: ThreadView, event: e.ObservationStart) -> None:
+        view.in_flight.add(event.data.cycle_id)
+
+    def _observation_failed(self, view: ThreadView, event: e.ObservationFailed) -> None:
         data = event.data
-        if getattr(data, "extracted_values", None):
-            view.extracted.update(data.extracted_values)
-        if event.type == "data-om-thread-update":
-            view.title = data.new_title
-        elif event.type == "data-om-observation-start":
-            view.in_flight.add(data.cycle_id)
-        elif event.type == "data-om-observation-failed":
-            view.in_flight.discard(data.cycle_id)
-            # Why the context holds raw messages that should have been observed (a reader
-            # that waited for a blocking cycle learns how it ended).
-            view.last_failure = {"cycleId": data.cycle_id, "operationType": data.operation_type,
-                                 "error": data.error, "failedAt": iso(data.failed_at)}
-        elif event.type == "data-om-observation-end":
-            view.in_flight.discard(data.cycle_id)
-            view.last_failure = None
-            view.cycles += 1
-            if data.operation_type == "reflection":
-                # A reflection is a new generation: its text replaces the whole log.
-                view.observations = data.observations or ""
-                view.suggested_response = data.suggested_response or view.suggested_response
-            else:
-                view.observed.update(data.observed_message_ids)
-                if data.observations and is_resource_key(event.memory_key):
-                    view.observations = merge_thread_observations(
-                        view, data.observations, data.observed_message_ids, data.cursor,
-                        self.resource.obscure_thread_ids)
-                elif data.observations:
-                    view.observations = append_observations(
-                        view.observations, data.observations, data.cursor)
-                view.cursor = data.cursor
-                view.current_task = data.current_task
-                view.suggested_response = data.suggested_response
-            view.generation = data.generation
-        elif event.type == "data-om-activation" and data.operation_type == "observation":
+        view.in_flight.discard(data.cycle_id)
+        # Why the context holds raw messages that should have been observed (a reader
+        # that waited for a blocking cycle learns how it ended).
+        view.last_failure = {"cycleId": data.cycle_id, "operationType": data.operation_type,
+                             "error": data.error, "failedAt": iso(data.failed_at)}
+
+    def _observation_end(self, view: ThreadView, event: e.ObservationEnd) -> None:
+        data: Any = event.data  # as the wire has it: an observation's cursor is not checked here
+        view.in_flight.discard(data.cycle_id)
+        view.last_failure = None
+        view.cycles += 1
+        if data.operation_type == "reflection":
+            # A reflection is a new generation: its text replaces the whole log.
+            view.observations = data.observations or ""
+            view.suggested_response = data.suggested_response or view.suggested_response
+        else:
+            view.observed.update(data.observed_message_ids)
+            if data.observations and is_resource_key(event.memory_key):
+                view.observations = merge_thread_observations(
+                    view, data.observations, data.observed_message_ids, data.cursor,
+                    self.resource.obscure_thread_ids)
+            elif data.observations:
+                view.observations = append_observations(view.observations, data.observations, data.cursor)
+            view.cursor = data.cursor
+            view.current_task = data.current_task
+            view.suggested_response = data.suggested_response
+        view.generation = data.generation
+
+    def _activation(self, view: ThreadView, event: e.Activation) -> None:
+        data = event.data
+        if data.operation_type == "observation":
             view.cycles += 1
             view.observed.update(data.activated_message_ids)
             view.observations = _apply_activation(view, event)
             view.cursor = data.cursor
             view.current_task = view.suggested_response = None
-        elif event.type == "data-om-activation":  # a buffered reflection became the new generation
+        else:  # a buffered reflection became the new generation
             view.observations = data.observations or ""
             view.generation = data.generation_count
-        elif event.type == "om-temporal-gap":
-            view.messages.setdefault(data.marker_id, temporal_gap_message(event))
-        if event.type in _MEMORY_WIDE and is_resource_key(event.memory_key):
-            self._touched.update(share(view, self.siblings(view)))
-        return True
+
+    def _temporal_gap(self, view: ThreadView, event: e.TemporalGap) -> None:
+        view.messages.setdefault(event.data.marker_id, temporal_gap_message(event))
 
     def _drop(self, event: Any) -> None:
         """Forget the views of a deleted memory (all of a resource's threads in resource scope);
@@ -515,6 +527,17 @@ class ContextProjection:
             del self.threads[tid]
             self._touched.discard(tid)
             self._dropped.add(tid)
+
+
+#: What each kind of event does to its thread's view (the others only count and date it).
+_APPLY: dict[type[e.EventEnvelope], Callable[[ContextProjection, ThreadView, Any], None]] = {
+    e.ThreadUpdate: ContextProjection._thread_update,
+    e.ObservationStart: ContextProjection._observation_start,
+    e.ObservationFailed: ContextProjection._observation_failed,
+    e.ObservationEnd: ContextProjection._observation_end,
+    e.Activation: ContextProjection._activation,
+    e.TemporalGap: ContextProjection._temporal_gap,
+}
 
 
 def _apply_activation(view: ThreadView, event: Any) -> str:

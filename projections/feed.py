@@ -36,60 +36,27 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
-from omstream import kafka
 from omstream.crypto.opening import SHREDDED, Opener, skeleton
 from omstream.crypto.sealing import PLAIN, Sealer, sealer_of
 from omstream.engine.rules.resolution import resolve
 from omstream.schemas.codec import decode_event
 from omstream.schemas.keys import memory_key
 from omstream.settings import Settings
-from omstream.topics import Topics, partitions_of
 
 from .context import ContextProjection
+from .follower import Batch, EventsFollower
 from .history import EventHistory
 from .resource_views import ResourceRendering
 from .store import ReadModelStore
 from .stored_history import StoredHistory
 
-if TYPE_CHECKING:
-    from aiokafka import AIOKafkaConsumer
-
-__all__ = ["Batch", "ProjectionFeed"]
+__all__ = ["ProjectionFeed"]
 
 log = logging.getLogger("omstream.projection")
-
-
-#: One consumed batch: partition -> its records as (offset, value, Kafka timestamp).
-Batch = dict[int, list[tuple[int, bytes, int | None]]]
-
-
-async def open_events(settings: Settings, stored: Callable[[str, dict[int, int]], dict[int, int]],
-                      ) -> tuple[AIOKafkaConsumer, dict[Any, int]]:
-    """A reader of every partition of `<ns>.events` (no group), each at the offset `stored(source,
-    ends)` gives (from the beginning where it gives none), and the end offsets at start.
-    `source` names the topic and its partition count, so a store built from another layout can
-    tell and start again."""
-    from aiokafka import TopicPartition
-
-    topic = Topics.of(settings).events
-    # earliest: a stored offset the topic's retention has passed reads on from what is left.
-    consumer = kafka.reader(settings, isolation_level="read_committed", auto_offset_reset="earliest")
-    await consumer.start()
-    layout = await partitions_of(settings.bootstrap, [topic])
-    parts = [TopicPartition(topic, p) for p in layout.get(topic, [])]
-    consumer.assign(parts)
-    ends = await consumer.end_offsets(parts) if parts else {}
-    positions = stored(f"{topic}/{len(parts)}", {tp.partition: end for tp, end in ends.items()})
-    for tp in parts:
-        if tp.partition in positions:
-            consumer.seek(tp, positions[tp.partition])
-        else:
-            await consumer.seek_to_beginning(tp)
-    return consumer, ends
 
 
 class ProjectionFeed:
@@ -113,14 +80,13 @@ class ProjectionFeed:
         self.changed = asyncio.Condition()
         self.ready = False  # True once every partition is read up to its end offset at start
         self.applied: dict[int, int] = {}  # partition -> highest inputOffset applied
-        self._ends: dict[Any, int] = {}  # aiokafka's TopicPartition -> end offset at start
-        self._consumer: AIOKafkaConsumer | None = None
+        self._follower = EventsFollower(settings, self._load)
 
     async def start(self) -> None:
         if self._own_sealer:
             self.opener.sealer = sealer_of(self.settings, repair=False)
             await self.opener.sealer.start()
-        self._consumer, self._ends = await open_events(self.settings, self._load)
+        await self._follower.start()
         await self._check_ready()
 
     def _load(self, source: str, ends: dict[int, int]) -> dict[int, int]:
@@ -150,28 +116,23 @@ class ProjectionFeed:
         return {p: offset for p, (offset, _) in positions.items()}
 
     async def stop(self) -> None:
-        if self._consumer is not None:
-            await self._consumer.stop()
+        await self._follower.stop()
         if self.store is not None:
             self.store.close()
         if self._own_sealer:
             await self.opener.sealer.stop()
 
     async def run(self) -> None:
-        while True:
-            await self._read()
+        await self._follower.run(self._take)
 
     async def read_to_end(self) -> None:
         """Read up to the end offsets taken at `start` (a one-off projection)."""
-        while not self.ready:
-            await self._read()
+        await self._follower.read_to_end(self._take)
 
-    async def _read(self) -> None:
-        assert self._consumer is not None
-        batch = await self._consumer.getmany(timeout_ms=500, max_records=2000)
-        await self.opener.prepare(r.value for records in batch.values() for r in records)
-        self._apply_batch({tp.partition: [(r.offset, r.value, r.timestamp) for r in records]
-                           for tp, records in batch.items() if records})
+    async def _take(self, batch: Batch) -> None:
+        """One fetched batch (maybe empty): applied, then `ready` checked, then readers woken."""
+        await self.opener.prepare(value for records in batch.values() for _, value, _ in records)
+        self._apply_batch(batch)
         if not self.ready:
             await self._check_ready()
         if batch:
@@ -179,10 +140,8 @@ class ProjectionFeed:
                 self.changed.notify_all()
 
     async def _check_ready(self) -> None:
-        assert self._consumer is not None
-        for tp, end in self._ends.items():
-            if await self._consumer.position(tp) < end:
-                return
+        if not await self._follower.caught_up():
+            return
         self.ready = True
         if self.opener.passed:  # how much of the topic belongs to deleted memories (or fails)
             log.info("events passed over while catching up", extra={"passed": dict(self.opener.passed)})

@@ -49,7 +49,8 @@ from omstream.settings import Settings
 from .context import ContextProjection, ThreadView
 from .view_rows import HEAD_VERSION, decode_view, encode_head, encode_message
 
-__all__ = ["SLOTS", "ReadModelBusy", "ReadModelStore", "open_store", "store_dir"]
+__all__ = ["SLOTS", "ReadModelBusy", "ReadModelStore", "atomic", "erase_after", "locked_slot", "open_store",
+           "store_dir"]
 
 log = logging.getLogger("omstream.projection")
 
@@ -105,9 +106,9 @@ def store_dir(settings: Settings) -> Path:
     return Path(settings.data_dir) / "readmodel" / settings.namespace / settings.version
 
 
-def open_store(settings: Settings, slots: int = SLOTS) -> ReadModelStore:
-    """The store of the first slot no other process holds, locked for this process's lifetime."""
-    folder = store_dir(settings)
+def locked_slot(folder: Path, slots: int) -> tuple[Path, int] | None:
+    """The SQLite file of the first slot of `folder` (made if missing) that no other process
+    holds, and the file descriptor of its lock (held until closed); None when every slot is held."""
     folder.mkdir(parents=True, exist_ok=True)
     for slot in range(slots):
         fd = os.open(folder / f"slot-{slot}.lock", os.O_RDWR | os.O_CREAT, 0o600)
@@ -116,9 +117,19 @@ def open_store(settings: Settings, slots: int = SLOTS) -> ReadModelStore:
         except BlockingIOError:
             os.close(fd)
             continue
-        log.info("read model store opened", extra={"path": str(folder / f"slot-{slot}.sqlite")})
-        return ReadModelStore(folder / f"slot-{slot}.sqlite", lock_fd=fd)
-    raise ReadModelBusy(f"all {slots} read model slots of {folder} are held by running `om serve` processes")
+        return folder / f"slot-{slot}.sqlite", fd
+    return None
+
+
+def open_store(settings: Settings, slots: int = SLOTS) -> ReadModelStore:
+    """The store of the first slot no other process holds, locked for this process's lifetime."""
+    folder = store_dir(settings)
+    found = locked_slot(folder, slots)
+    if found is None:
+        raise ReadModelBusy(f"all {slots} read model slots of {folder} are held by running `om serve` processes")
+    path, fd = found
+    log.info("read model store opened", extra={"path": str(path)})
+    return ReadModelStore(path, lock_fd=fd)
 
 
 class ReadModelStore:

@@ -19,7 +19,6 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from omstream.crypto.opening import Opener
 from omstream.crypto.sealing import PLAIN, Sealer
@@ -28,20 +27,14 @@ from omstream.projections.store import store_dir
 from omstream.schemas.codec import decode_event
 from omstream.settings import Settings
 
-from ..feed import open_events
+from ..follower import Batch, EventsFollower
 from .index import IndexProjection
 from .search import ObservationSearch
 from .sqlite_vec import SqliteVecIndex, open_index
 
-if TYPE_CHECKING:
-    from aiokafka import AIOKafkaConsumer
-
-__all__ = ["Batch", "IndexFeed", "SearchService", "start_search"]
+__all__ = ["IndexFeed", "SearchService", "start_search"]
 
 log = logging.getLogger("omstream.search")
-
-#: One consumed batch: partition -> its records as (offset, value, Kafka timestamp in ms).
-Batch = dict[int, list[tuple[int, bytes, int | None]]]
 
 
 class IndexFeed:
@@ -54,11 +47,10 @@ class IndexFeed:
         self.opener = Opener(sealer)
         self.ready = False
         self.listeners: list[Callable[[Batch], None]] = []
-        self._ends: dict[Any, int] = {}
-        self._consumer: AIOKafkaConsumer | None = None
+        self._follower = EventsFollower(settings, self._stored)
 
     async def start(self) -> None:
-        self._consumer, self._ends = await open_events(self.settings, self._stored)
+        await self._follower.start()
         stored = self.index.positions()
         log.info("search index feed started", extra={
             "index": self.index.name, "embedder": self.projection.embedder.name, "path": str(self.index.path),
@@ -79,29 +71,25 @@ class IndexFeed:
         return positions
 
     async def stop(self) -> None:
-        if self._consumer is not None:
-            await self._consumer.stop()
-            self._consumer = None
+        await self._follower.stop()
 
     async def run(self) -> None:
-        while True:
-            await self.read()
+        await self._follower.run(self._take)
 
     async def read_to_end(self) -> None:
-        while not self.ready:
-            await self.read()
+        await self._follower.read_to_end(self._take)
 
     async def read(self) -> int:
         """One batch; the number of events it held."""
-        assert self._consumer is not None
-        records = await self._consumer.getmany(timeout_ms=500, max_records=2000)
-        batch: Batch = {tp.partition: [(r.offset, r.value, r.timestamp) for r in rs]
-                        for tp, rs in records.items() if rs}
+        batch = await self._follower.read()
+        await self._take(batch)
+        return sum(map(len, batch.values()))
+
+    async def _take(self, batch: Batch) -> None:
         if batch:
             await self.apply(batch)
         if not self.ready:
             await self._check_ready()
-        return sum(map(len, batch.values()))
 
     async def apply(self, batch: Batch) -> None:
         events = []
@@ -121,11 +109,7 @@ class IndexFeed:
             listener(batch)
 
     async def _check_ready(self) -> None:
-        assert self._consumer is not None
-        for tp, end in self._ends.items():
-            if await self._consumer.position(tp) < end:
-                return
-        self.ready = True
+        self.ready = await self._follower.caught_up()
 
 
 @dataclass

@@ -17,7 +17,6 @@ loading (it is on the CI machines), so the file is opened with apsw, whose SQLit
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -33,7 +32,7 @@ import sqlite_vec
 from omstream.embedding import Vectors
 from omstream.schemas.errors import OmError
 
-from ..store import atomic, erase_after
+from ..store import atomic, erase_after, locked_slot
 from .vectors import Entry, Hit, MemoryMeta, ThreadMeta, index_name
 
 __all__ = ["SearchIndexBusy", "SqliteVecIndex", "open_index"]
@@ -64,16 +63,11 @@ def open_index(folder: Path, embedder: str, dim: int, slots: int = SLOTS) -> Sql
     """The index of `embedder` under `folder` (a read model's folder), in the first slot no other
     process holds, locked for this process's lifetime."""
     where = folder / f"search-{_slug(embedder)}"
-    where.mkdir(parents=True, exist_ok=True)
-    for slot in range(slots):
-        fd = os.open(where / f"slot-{slot}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        return SqliteVecIndex(where / f"slot-{slot}.sqlite", embedder, dim, lock_fd=fd)
-    raise SearchIndexBusy(f"all {slots} search index slots of {where} are held by running processes")
+    found = locked_slot(where, slots)
+    if found is None:
+        raise SearchIndexBusy(f"all {slots} search index slots of {where} are held by running processes")
+    path, fd = found
+    return SqliteVecIndex(path, embedder, dim, lock_fd=fd)
 
 
 class SqliteVecIndex:

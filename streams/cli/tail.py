@@ -67,33 +67,39 @@ async def follow(settings: Settings, *, from_beginning: bool) -> AsyncGenerator[
     """The version's events, each with its bytes (opened), from the first or from now on, until
     the caller stops.  An event re-sent after a worker crash (a `seq` its memory had) comes once;
     one whose memory was deleted (its key shredded) does not come."""
+    from aiokafka.errors import ConsumerStoppedError
+
     from omstream.crypto.opening import Opener
     from omstream.crypto.sealing import sealer_of
+    from omstream.projections.follower import EventsFollower
     from omstream.schemas.codec import decode_event
-
-    from .. import kafka
-    from ..topics import Topics
 
     sealer = sealer_of(settings, repair=False)
     opener = Opener(sealer)
-    consumer = kafka.reader(settings, Topics.of(settings).events,
-                            auto_offset_reset="earliest" if from_beginning else "latest")
+    # As the worker writes them (not only once committed): a re-sent event is dropped by its seq.
+    follower = EventsFollower(settings, latest=not from_beginning, committed=False)
     last_seq: dict[str, int] = {}
     try:
         await sealer.start()
-        await consumer.start()
-        async for record in consumer:
-            await opener.prepare([record.value])
-            value = opener.open(record.value)
-            if value is None:
-                continue
-            event = decode_event(value)
-            if event.seq <= last_seq.get(event.memory_key, 0):
-                continue
-            last_seq[event.memory_key] = event.seq
-            yield value, event
+        await follower.start()
+        while True:
+            try:
+                batch = await follower.read()
+            except ConsumerStoppedError:
+                return
+            await opener.prepare(value for records in batch.values() for _, value, _ in records)
+            for records in batch.values():
+                for _, raw, _ in records:
+                    value = opener.open(raw)
+                    if value is None:
+                        continue
+                    event = decode_event(value)
+                    if event.seq <= last_seq.get(event.memory_key, 0):
+                        continue
+                    last_seq[event.memory_key] = event.seq
+                    yield value, event
     finally:
-        await consumer.stop()
+        await follower.stop()
         await sealer.stop()
 
 

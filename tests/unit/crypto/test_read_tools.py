@@ -93,12 +93,18 @@ async def test_a_thread_memory_deleted_exports_its_commands_only():
 
 @dataclass
 class Record:
+    offset: int
     value: bytes
+    timestamp: int | None = None
 
 
 class FakeConsumer:
+    """The events topic's one partition: its records in one fetch, then stopped (as a consumer
+    stopped elsewhere: `om tail` ends)."""
+
     def __init__(self, values: list[bytes]) -> None:
         self.values = values
+        self.fetched = False
 
     async def start(self) -> None:
         pass
@@ -106,17 +112,32 @@ class FakeConsumer:
     async def stop(self) -> None:
         pass
 
-    def __aiter__(self):
-        async def records():
-            for value in self.values:
-                yield Record(value)
-        return records()
+    def assign(self, parts) -> None:
+        self.parts = parts
+
+    async def end_offsets(self, parts):
+        return {tp: len(self.values) for tp in parts}
+
+    async def seek_to_beginning(self, tp) -> None:
+        pass
+
+    async def getmany(self, **options):
+        from aiokafka.errors import ConsumerStoppedError
+
+        if self.fetched:
+            raise ConsumerStoppedError()
+        self.fetched = True
+        return {self.parts[0]: [Record(offset, value) for offset, value in enumerate(self.values)]}
 
 
 async def test_tail_opens_events_and_skips_a_deleted_memorys(monkeypatch):
     import omstream.crypto.sealing
     import omstream.kafka
+    import omstream.projections.follower
     from omstream.cli.tail import tail
+
+    async def partitions_of(bootstrap, topics):
+        return {topic: [0] for topic in topics}
 
     sealer = Sealer(cast(Any, StartedRing()))
     kept, gone = Memory("thread:k", "k"), Memory("thread:s", "s")
@@ -126,6 +147,7 @@ async def test_tail_opens_events_and_skips_a_deleted_memorys(monkeypatch):
     await sealer.shred("thread:s")
     monkeypatch.setattr(omstream.crypto.sealing, "sealer_of", lambda settings, repair=True: sealer)
     monkeypatch.setattr(omstream.kafka, "reader", lambda *args, **kwargs: FakeConsumer(values))
+    monkeypatch.setattr(omstream.projections.follower, "partitions_of", partitions_of)
     out = io.StringIO()
     assert await tail(Settings(), thread=None, from_beginning=True, as_json=True, count=None, out=out) == 2
     lines = [orjson.loads(line) for line in out.getvalue().splitlines()]

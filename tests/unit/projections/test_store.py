@@ -12,7 +12,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from omstream.engine.fold import fold, new_state
 from omstream.feed_reader import sse_frames
-from omstream.projections.feed import Batch, ProjectionFeed
+from omstream.projections.feed import ProjectionFeed
+from omstream.projections.follower import Batch
 from omstream.projections.history import EventHistory
 from omstream.projections.parts import data_part, frame_json
 from omstream.projections.store import ReadModelBusy, ReadModelStore, open_store
