@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.quality import DEFAULT_DATA as DATA  # ../shared/data/locomo/locomo10.json
-from omstream.embedding import make_embedder
+from omstream.projections.search.embedding import make_embedder
 
 
 def _samples(spec: str) -> list[int]:

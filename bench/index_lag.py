@@ -41,8 +41,8 @@ from bench.e2e_env import Options, start_namespace
 from bench.e2e_stats import percentile
 from bench.serve_restart import History
 from omstream import kafka
-from omstream.embedding import DEFAULT_EMBEDDER, make_embedder
 from omstream.projections.follower import Batch
+from omstream.projections.search.embedding import DEFAULT_EMBEDDER, make_embedder
 from omstream.projections.search.feed import start_search
 from omstream.schemas.codec import encode
 from omstream.schemas.config import load_om_config

@@ -38,7 +38,7 @@ What runs
    printed and can be set (`--message-tokens`, `--observation-tokens`).
 2. **Answer.** A stratified sample of `--questions` questions (proportional to the categories,
    at least 3 each, seeded), each asked of the reader (`--reader`, else `--model`) in four conditions:
-   `omstream` the agent's context window after ingestion (`projections.context`, rebuilt from
+   `omstream` the agent's context window after ingestion (`projections.views.context`, rebuilt from
    the fold's events as the read side does: observations plus the messages not yet observed);
    `recent` the most recent turns cut to the same token budget; `full` the whole
    conversation; `none` no context; and, opt-in (`--conditions ...,omstream+recall`), the window

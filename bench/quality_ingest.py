@@ -96,7 +96,7 @@ def engine_sources() -> list[Path]:
     ingest a new checkpoint key; the model calls it still makes the same are served from
     the call checkpoint."""
     import omstream
-    from omstream.projections import context
+    from omstream.projections.views import context
 
     root = Path(omstream.__file__).parent
     return [*sorted((root / "engine").glob("*.py")), root / "simulation.py", Path(context.__file__)]
@@ -172,7 +172,7 @@ async def ingest(thread: str, om: Any, messages: list[Any], cache: CallCache, li
     from omstream.engine.rules.tokens import get_counter
     from omstream.models.calls import untimed
     from omstream.models.capabilities import takes_attachments
-    from omstream.projections.context import ContextProjection, context_messages
+    from omstream.projections.views.context import ContextProjection, context_messages
     from omstream.schemas.messages import Message
     from omstream.simulation import Simulation, driven_config, inputs_of
 

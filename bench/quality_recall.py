@@ -119,8 +119,8 @@ class Recaller:
     @classmethod
     def of_events(cls, events: Sequence[Any], thread: str, om: Any) -> Recaller:
         from omstream.engine.rules.tokens import get_counter
-        from omstream.projections.context import ContextProjection
         from omstream.projections.recall import Caller, RecallSource
+        from omstream.projections.views.context import ContextProjection
         from omstream.schemas.keys import memory_key
 
         projection = ContextProjection(time_zone=om.time_zone)

@@ -179,7 +179,7 @@ def load_seconds(log: Path) -> float:
 
 def import_floor() -> float:
     t0 = time.monotonic()
-    subprocess.run([sys.executable, "-c", "import omstream.cli.app, omstream.projections.web, aiokafka"],
+    subprocess.run([sys.executable, "-c", "import omstream.cli.app, omstream.projections.serve, aiokafka"],
                    capture_output=True, check=True)
     return time.monotonic() - t0
 

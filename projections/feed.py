@@ -15,7 +15,7 @@ Two positions are tracked for the HTTP side:
   of the log.  A writer that knows the log position of its record can wait until the
   projection has applied every event caused by it or by a later input (`caught_up`).
 
-With a store (`om serve`: projections/store.py) the projection is persistent: `start` loads
+With a store (`om serve`: projections/store/store.py) the projection is persistent: `start` loads
 the views, the history's last `seq`s and the position, and reads on from the stored offsets, so
 a restart costs what was written since, not the whole topic.  Each consumed batch is one
 transaction (`_apply_batch`): its history rows, the views it changed, the memories' last `seq`s
@@ -47,12 +47,12 @@ from omstream.schemas.codec import decode_event
 from omstream.schemas.keys import memory_key
 from omstream.settings import Settings
 
-from .context import ContextProjection
 from .follower import Batch, EventsFollower
-from .history import EventHistory
-from .resource_views import ResourceRendering
-from .store import ReadModelStore
-from .stored_history import StoredHistory
+from .store.store import ReadModelStore
+from .store.stored_history import StoredHistory
+from .views.context import ContextProjection
+from .views.history import EventHistory
+from .views.resource_views import ResourceRendering
 
 __all__ = ["ProjectionFeed"]
 
@@ -74,7 +74,7 @@ class ProjectionFeed:
             time_zone=settings.om.time_zone, retrieval=resolve(settings.om).retrieval,
             resource=ResourceRendering.of(settings.om))
         self.store = store
-        # Every memory's events, for the live feed (projections/sse.py).
+        # Every memory's events, for the live feed (projections/http/sse.py).
         self._stored = None if store is None else StoredHistory(store, {}, self.opener)
         self.history: EventHistory = self._stored or EventHistory()
         self.changed = asyncio.Condition()

@@ -8,7 +8,8 @@ same models: a message in a context window is `message.json`, a frame of the fee
 `data-part.json`).  The route table itself is the one thing
 written by hand here (`_operations`); tests/unit/projections/test_openapi.py checks it against the
 router of `build_web_app` both ways, and that the committed `schemas/openapi.json` is this
-module's output byte for byte.  `om serve` answers `GET /openapi.json` with the committed file.
+module's output byte for byte.  `om serve` answers `GET /openapi.json` with the committed file
+(`http/status.py`).
 
     python -m omstream.projections.openapi           # rewrite schemas/openapi.json
     python -m omstream.projections.openapi --check   # exit 1 when the committed file is stale
@@ -28,15 +29,14 @@ from omstream.schemas.events import EVENT_TYPES
 from omstream.schemas.jsonschema import build_schemas
 from omstream.settings import VERSION_NAME
 
-from .dashboard import STATIC
-from .errors import ERROR_CODES, JSON, ErrorCode
-from .parts import part_type
+from .http.dashboard import STATIC
+from .http.errors import ERROR_CODES, JSON, ErrorCode
+from .http.status import OPENAPI_FILE
 from .recall.params import RecallParams
+from .views.parts import part_type
 
-__all__ = ["OPENAPI_FILE", "build_document", "committed_text", "main", "render_document"]
+__all__ = ["build_document", "main", "render_document"]
 
-#: The committed document's name in the `omstream.schemas` package (shipped in the wheel).
-OPENAPI_FILE = "openapi.json"
 
 Schema = dict[str, Any]
 
@@ -386,11 +386,6 @@ def build_document() -> dict[str, Any]:
 def render_document() -> str:
     """The exact text of the committed file: sorted keys, two-space indent, trailing newline."""
     return json.dumps(build_document(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
-def committed_text() -> str:
-    """The committed `schemas/openapi.json` as shipped (what `GET /openapi.json` serves)."""
-    return (resources.files("omstream.schemas") / OPENAPI_FILE).read_text(encoding="utf-8")
 
 
 def _committed_path() -> Path:

@@ -183,9 +183,10 @@ class Settings:
     local_context: int = 16_384
     """The context length of each local model slot, in tokens (at least 2048)."""
     embedder: str = "local/wordllama"
-    """What embeds observation groups for the recall tool's search (`omstream.embedding`): a local
-    model (`local/wordllama`, `local/e5-small`) or any litellm embedding model; the index is per
-    embedder, so another one is an index rebuilt from the events."""
+    """What embeds observation groups for the recall tool's search
+    (`omstream.projections.search.embedding`): a local model (`local/wordllama`, `local/e5-small`)
+    or any litellm embedding model; the index is per embedder, so another one is an index rebuilt
+    from the events."""
     api_tokens: TokenGrants = field(default=(), repr=False)
     """Who may read what from `om serve` (`omstream.api_tokens`): tokens bound to resource ids or
     `*`, as a table (`api_tokens = {"<token>" = ["u1", "u2"]}`) or, in `OM_API_TOKENS`, entries

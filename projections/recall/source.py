@@ -2,7 +2,7 @@
 
 The projection's views already keep each thread's accepted messages, exactly as the fold
 announced them (`om-message-accepted`, with their parts, `createdAt` and thread), in the read
-model's store (projections/store.py: a restart loads them, a deleted memory's views and rows go
+model's store (projections/store/store.py: a restart loads them, a deleted memory's views and rows go
 with its `om-memory-deleted`, and a rebuild replays the events).  This module reads them for
 recall: a thread's messages in time order, its title and dates, a resource's threads, and a
 message found by id among the threads a caller may see.  It never reads another place, so
@@ -19,10 +19,8 @@ from omstream.engine.rules.temporal import is_temporal_marker
 from omstream.engine.rules.tokens import Counter
 from omstream.schemas.messages import Message
 
-from ..access import resource_of
-
 if TYPE_CHECKING:  # the context projection imports this package (its recall guidance)
-    from ..context import ContextProjection, ThreadView
+    from ..views.context import ContextProjection, ThreadView
 
 __all__ = ["RecallSource", "ThreadInfo"]
 
@@ -68,13 +66,13 @@ class RecallSource:
         messages = self.messages(thread_id)
         if view is None or not messages:
             return None
-        return ThreadInfo(thread_id, resource_of(view), view.title, messages[0].created_at,
+        return ThreadInfo(thread_id, view.resource_id, view.title, messages[0].created_at,
                           max(m.created_at for m in messages), view.memory_key)
 
     def threads(self, resource_id: str) -> list[ThreadInfo]:
         """The resource's threads, the most recently updated first."""
         found = [info for tid, view in self.projection.threads.items()
-                 if resource_of(view) == resource_id and (info := self.thread(tid)) is not None]
+                 if view.resource_id == resource_id and (info := self.thread(tid)) is not None]
         return sorted(found, key=lambda t: (t.updated_at, t.id), reverse=True)
 
     def find(self, message_id: str, thread_ids: list[str]) -> Message | None:

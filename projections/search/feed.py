@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from omstream.crypto.opening import Opener
 from omstream.crypto.sealing import PLAIN, Sealer
-from omstream.embedding import Embedder, make_embedder
-from omstream.projections.store import store_dir
+from omstream.projections.search.embedding import Embedder, make_embedder
+from omstream.projections.store.store import store_dir
 from omstream.schemas.codec import decode_event
 from omstream.settings import Settings
 

@@ -28,8 +28,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from omstream.embedding import Embedder
 from omstream.engine.prompting.sections import shown_thread_id, split_sections
+from omstream.projections.search.embedding import Embedder
 from omstream.schemas.base import iso
 
 from .groups import ObservationGroup, chunks, entry_id, parse_groups

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from omstream.embedding import Embedder
 from omstream.engine.prompting.transcript import truncate_to_tokens
 from omstream.engine.rules.tokens import TokenxCounter
+from omstream.projections.search.embedding import Embedder
 
 from ..recall.tool import DEFAULT_TOP_K, MAX_TOP_K
 from .vectors import Hit, SearchStore, ThreadMeta

@@ -1,7 +1,7 @@
 """The embedded vector store: sqlite-vec's `vec0` table in one SQLite file, in process.
 
 `om serve` keeps it beside the read model, `<data_dir>/readmodel/<ns>/<version>/search-<embedder>/
-slot-N.sqlite` (projections/store.py has the slots): one file per embedder, so choosing another
+slot-N.sqlite` (projections/store/store.py has the slots): one file per embedder, so choosing another
 embedder starts an empty index that the feed fills by replaying `<ns>.events` from the start.
 
 Why sqlite-vec (asg017/sqlite-vec, Mozilla Builders, a wheel of one loadable extension): the
@@ -29,10 +29,10 @@ import apsw
 import numpy as np
 import sqlite_vec
 
-from omstream.embedding import Vectors
+from omstream.projections.search.embedding import Vectors
 from omstream.schemas.errors import OmError
 
-from ..store import atomic, erase_after, locked_slot
+from ..store.sqlite import atomic, erase_after, locked_slot
 from .vectors import Entry, Hit, MemoryMeta, ThreadMeta, index_name
 
 __all__ = ["SearchIndexBusy", "SqliteVecIndex", "open_index"]

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from omstream.embedding import Vectors
+from omstream.projections.search.embedding import Vectors
 
 __all__ = ["Entry", "Hit", "IndexState", "MemoryMeta", "SearchStore", "ThreadMeta", "VectorStore", "index_name"]
 

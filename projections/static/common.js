@@ -4,7 +4,7 @@
 const om = (() => {
   // A page opened as `/?access_token=T` passes T to every data route it calls. The routes
   // accept the token as a query parameter because a browser's EventSource cannot set an
-  // Authorization header (projections/access.py); the page itself holds no data.
+  // Authorization header (projections/http/access.py); the page itself holds no data.
   const token = new URLSearchParams(location.search).get("access_token");
 
   function withToken(path, params = {}) {

@@ -5,7 +5,7 @@
 // hints, extracted values) is the read side's own answer, fetched again after each event that
 // can change it, so the page never re-implements the fold.  What the memory is doing now (the
 // cycles in flight, their elapsed time, the Buffered card) is `/dashboard/activity`'s answer,
-// the one the thread list shows too (projections/activity.py), fetched again after each event.
+// the one the thread list shows too (projections/views/activity.py), fetched again after each event.
 // With the timeline's cursor on a past event, the same panels show `context?asOf=SEQ` and only
 // what happened up to that seq.
 "use strict";

@@ -69,7 +69,7 @@ def failure(args: argparse.Namespace, exc: Exception) -> tuple[list[str], int] |
     """The lines to print and the exit status for an error a user can fix; None for a bug."""
     from aiokafka.errors import KafkaConnectionError
 
-    from omstream.projections.web import ListenError
+    from omstream.projections.serve import ListenError
     from omstream.schemas.config import OmConfigError
 
     from ..export import UnknownVersion

@@ -66,8 +66,8 @@ def default_version(settings: Settings) -> Settings:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from omstream.projections.access import token_table
-    from omstream.projections.web import serve
+    from omstream.projections.http.access import token_table
+    from omstream.projections.serve import serve
 
     from ..logs import setup_logging
 

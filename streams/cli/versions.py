@@ -191,7 +191,7 @@ def cmd_switch(args: argparse.Namespace) -> int:
 
 
 def cmd_drop(args: argparse.Namespace) -> int:
-    from ..projections.store import store_dir
+    from ..projections.store.store import store_dir
     from ..settings import LIVE
     from ..versions import read_registry
     from ..versions.drop import drop_version

@@ -19,7 +19,7 @@ from openapi_core.datatypes import RequestParameters
 from openapi_core.validation.response.exceptions import MissingData
 from werkzeug.datastructures import Headers, ImmutableMultiDict
 
-from omstream.projections.openapi import committed_text
+from omstream.projections.http.status import committed_text
 
 #: How many answers were checked in this process (a test may print it as evidence).
 CHECKED: dict[str, int] = {}

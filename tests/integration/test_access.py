@@ -13,7 +13,7 @@ import pytest
 from omstream.api_tokens import TokenTable, grants_from_text
 from omstream.client import OmClient
 from omstream.projections.feed import ProjectionFeed
-from omstream.projections.web import build_web_app
+from omstream.projections.http.web import build_web_app
 from tests.helpers import message
 from tests.integration.openapi_check import check_answer
 from tests.integration.support import EventWatcher, Server

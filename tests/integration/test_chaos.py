@@ -62,7 +62,7 @@ from omstream.client import OmClient
 from omstream.engine.prompting.parsing import parse_observer_output
 from omstream.infra.broker import Broker, BrokerError, free_port
 from omstream.models.scripted import planned_failure
-from omstream.projections.context import ContextProjection
+from omstream.projections.views.context import ContextProjection
 from omstream.schemas.codec import decode_event
 from omstream.schemas.messages import Message
 from omstream.schemas.positions import LogPosition

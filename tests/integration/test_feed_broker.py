@@ -18,7 +18,7 @@ import pytest
 
 from omstream.client import OmClient
 from omstream.feed_reader import sse_frames
-from omstream.projections.parts import part_type
+from omstream.projections.views.parts import part_type
 from omstream.topics import Topics
 from tests.helpers import message
 from tests.integration.openapi_check import check_answer

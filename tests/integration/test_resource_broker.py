@@ -26,8 +26,8 @@ import pytest
 from omstream.client import OmClient
 from omstream.engine.prompting.sections import section_bodies, shown_thread_id
 from omstream.engine.rules.tokens import count_messages
-from omstream.projections.context import ContextProjection
-from omstream.projections.resource_views import ResourceRendering
+from omstream.projections.views.context import ContextProjection
+from omstream.projections.views.resource_views import ResourceRendering
 from omstream.schemas.codec import decode_input, encode
 from omstream.schemas.control import StepStarted
 from omstream.schemas.jobs import ModelJob, ModelResult

@@ -19,7 +19,7 @@ from omstream import kafka
 from omstream.crypto.sealing import is_marked, record_owner, sealer_of
 from omstream.infra.broker import free_port
 from omstream.projections.feed import ProjectionFeed
-from omstream.projections.web import serve
+from omstream.projections.serve import serve
 from omstream.schemas.codec import encode
 from omstream.settings import Settings
 from omstream.topics import Topics, ensure_topics

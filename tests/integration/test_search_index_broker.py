@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from omstream import kafka
-from omstream.embedding.hashed import HashEmbedder
+from omstream.projections.search.embedding.hashed import HashEmbedder
 from omstream.projections.search.feed import SearchService, start_search
 from omstream.schemas.codec import encode
 from omstream.topics import Topics

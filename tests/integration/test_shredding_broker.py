@@ -125,7 +125,7 @@ async def scan_topics(settings, secrets: list[str]) -> dict[str, int]:
 
 
 #: What `om serve` keeps of live memories to answer at once: their views in clear (a deleted
-#: memory's rows are erased from these files, `projections/store.py`).
+#: memory's rows are erased from these files, `projections/store/store.py`).
 CLEAR_AT_REST = ("readmodel", "search")
 
 

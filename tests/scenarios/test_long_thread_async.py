@@ -18,7 +18,7 @@ import re
 import pytest
 
 from omstream.conversation import read_conversation
-from omstream.projections.context import ContextProjection
+from omstream.projections.views.context import ContextProjection
 from omstream.schemas.config import load_om_config
 from omstream.simulation import format_timeline, parity_config, simulate
 from tests.helpers import recorded_config

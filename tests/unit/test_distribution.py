@@ -62,9 +62,9 @@ def test_the_wheel_is_typed_and_says_what_it_is(wheel):
 def test_the_wheel_carries_what_the_package_reads_at_run_time(wheel):
     names = set(wheel.namelist())
     assert {"omstream/__init__.py", "omstream/engine/fold.py", "omstream/schemas/json/index.json",
-            "omstream/infra/kafka/pom.xml", "omstream/projections/context.py",
+            "omstream/infra/kafka/pom.xml", "omstream/projections/views/context.py",
             "omstream/examples/demo.toml", "omstream/examples/demo-conversation.jsonl"} <= names
-    from omstream.projections.dashboard import PAGES, STATIC
+    from omstream.projections.http.dashboard import PAGES, STATIC
 
     assert {f"omstream/projections/static/{name}" for name in (*PAGES, *STATIC)} <= names  # the dashboard
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))

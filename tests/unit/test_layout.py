@@ -3,7 +3,7 @@
 Read from the source with `ast`, not by importing it, so an import hidden in a function (the
 usual way a cycle is papered over) counts as much as one at the top of a module.  Imports under
 `if TYPE_CHECKING:` are left out: they never run.  What the engine may import from outside
-itself is test_engine_purity.py's; how its rooms may import each other is here.
+itself is test_engine_purity.py's; how its rooms, and the read side's, may import each other is here.
 """
 
 from __future__ import annotations
@@ -171,45 +171,49 @@ MAX_ROOM_MODULES = 15
 ROOM_PACKAGES = {f"{ENGINE}.{room}" for room in ENGINE_ROOMS if room}
 
 
-def engine_rooms(modules: Iterable[str]) -> dict[str, set[str]]:
-    """The engine's modules by room ("" for the top), each by its last name."""
+def engine_rooms(modules: Iterable[str], package: str = ENGINE,
+                 room_packages: set[str] = ROOM_PACKAGES) -> dict[str, set[str]]:
+    """A package's modules (the engine's unless told) by room ("" for the top), each by the
+    rest of its name (a room's subpackage's modules by their path in the room)."""
     rooms: dict[str, set[str]] = {}
     for module in modules:
-        if module.startswith(ENGINE + "."):
-            *room, name = module.removeprefix(ENGINE + ".").split(".")
-            if module not in ROOM_PACKAGES:
-                rooms.setdefault(".".join(room), set()).add(name)
+        if module.startswith(package + ".") and module not in room_packages:
+            place, _, rest = module.removeprefix(package + ".").partition(".")
+            room, name = (place, rest) if rest else ("", place)
+            rooms.setdefault(room, set()).add(name)
     return rooms
 
 
-def _place(module: str) -> str:
+def _place(module: str, package: str = ENGINE) -> str:
     """A room, or a top-level module: where `module` sits on the floors."""
-    return module.removeprefix(ENGINE + ".").split(".")[0]
+    return module.removeprefix(package + ".").split(".")[0]
 
 
-def against_the_floors(graph: dict[str, set[str]], floors: tuple[tuple[str, ...], ...]) -> list[str]:
-    """Every import inside the engine that climbs a floor, or touches a place on no floor."""
+def against_the_floors(graph: dict[str, set[str]], floors: tuple[tuple[str, ...], ...],
+                       package: str = ENGINE) -> list[str]:
+    """Every import inside `package` that climbs a floor, or touches a place on no floor."""
     level = {place: i for i, places in enumerate(floors) for place in places}
     wrong = []
     for module in sorted(graph):
-        if not module.startswith(ENGINE + "."):
+        if not module.startswith(package + "."):
             continue
         for name in sorted(graph[module]):
-            if not name.startswith(ENGINE + ".") or _place(name) == _place(module):
+            if not name.startswith(package + ".") or _place(name, package) == _place(module, package):
                 continue
-            here, there = level.get(_place(module)), level.get(_place(name))
+            here, there = level.get(_place(module, package)), level.get(_place(name, package))
             if here is None or there is None or there > here:
                 wrong.append(f"{module} -> {name}")
     return wrong
 
 
-def room_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
-    """The engine's imports between its places (rooms and top-level modules)."""
+def room_graph(graph: dict[str, set[str]], package: str = ENGINE) -> dict[str, set[str]]:
+    """The imports between a package's places (rooms and top-level modules)."""
     places: dict[str, set[str]] = {}
     for module, names in graph.items():
-        if module.startswith(ENGINE + "."):
-            places.setdefault(_place(module), set()).update(
-                _place(n) for n in names if n.startswith(ENGINE + ".") and _place(n) != _place(module))
+        if module.startswith(package + "."):
+            here = _place(module, package)
+            places.setdefault(here, set()).update(
+                _place(n, package) for n in names if n.startswith(package + ".") and _place(n, package) != here)
     for targets in list(places.values()):
         for target in targets:
             places.setdefault(target, set())
@@ -245,3 +249,57 @@ def test_a_module_in_the_wrong_room_or_an_import_against_the_floors_would_be_fou
     moved = [m for m in MODULES if m != f"{e}.rules.thresholds"] + [f"{e}.prompting.thresholds"]
     rooms = engine_rooms(moved)
     assert rooms != ENGINE_ROOMS and "thresholds" in rooms["prompting"] and "thresholds" not in rooms["rules"]
+
+
+# --- the read side's rooms ------------------------------------------------------------------------
+READ = "omstream.projections"
+#: Which modules each room of the read side holds ("" is its top); `omstream.projections.__init__`
+#: maps the same.  A room's subpackage's modules are named by their path in the room.
+READ_ROOMS = {
+    "": {"feed", "follower", "openapi", "serve", "versions"},
+    "http": {"access", "dashboard", "errors", "query_params", "recall", "sse", "status", "threads", "web"},
+    "views": {"activity", "asof", "chat", "context", "dates", "history", "parts", "resource_views"},
+    "store": {"sqlite", "store", "stored_history", "view_rows"},
+    "recall": {"instructions", "messages", "params", "parts", "render", "search_port", "source", "threads", "tool"},
+    "search": {"embedding", "embedding.base", "embedding.hashed", "embedding.local", "embedding.remote", "feed",
+               "groups", "index", "search", "sqlite_vec", "vectors"},
+}
+#: The floors, bottom up (rooms and top-level modules), as the package's `__init__` draws them.
+READ_FLOORS = (("recall", "follower"), ("views",), ("store",), ("feed", "search"), ("versions",), ("http",),
+               ("serve", "openapi"))
+MAX_READ_ROOT = 6
+READ_ROOM_PACKAGES = {f"{READ}.{room}" for room in READ_ROOMS if room}
+
+
+def test_every_read_side_module_is_in_its_room():
+    assert engine_rooms(MODULES, READ, READ_ROOM_PACKAGES) == READ_ROOMS
+    assert len(READ_ROOMS[""]) <= MAX_READ_ROOT
+    assert {room: len(names) for room, names in READ_ROOMS.items() if len(names) > MAX_ROOM_MODULES} == {}
+
+
+def test_the_read_side_imports_along_its_floors_and_its_rooms_form_no_cycle():
+    assert against_the_floors(GRAPH, READ_FLOORS, READ) == []
+    assert cycles(room_graph(GRAPH, READ)) == []
+
+
+def test_a_read_side_module_in_the_wrong_room_or_an_import_against_the_floors_would_be_found():
+    r = READ
+    graph = {f"{r}.serve": {f"{r}.http.web", f"{r}.feed"}, f"{r}.http.web": {f"{r}.versions", f"{r}.views.context"},
+             f"{r}.versions": {f"{r}.feed"}, f"{r}.feed": {f"{r}.follower", f"{r}.store.store"},
+             f"{r}.store.store": {f"{r}.views.context"}, f"{r}.views.context": {f"{r}.recall.instructions"},
+             f"{r}.recall.instructions": set(), f"{r}.follower": set()}
+    assert against_the_floors(graph, READ_FLOORS, r) == []
+    assert cycles(room_graph(graph, r)) == []
+    # the recall tool reading the access check (a room below importing one above): a folder cycle
+    # through every room between them
+    graph[f"{r}.recall.source"] = {f"{r}.http.access"}
+    graph[f"{r}.http.access"] = {f"{r}.views.context"}
+    assert against_the_floors(graph, READ_FLOORS, r) == [f"{r}.recall.source -> {r}.http.access"]
+    assert cycles(room_graph(graph, r)) == [["feed", "http", "recall", "store", "versions", "views"]]
+    # a module left at the top is on no floor
+    assert against_the_floors({f"{r}.web": {f"{r}.feed"}}, READ_FLOORS, r) == [f"{r}.web -> {r}.feed"]
+    # a module filed in the wrong room, and two more modules on top (seven)
+    moved = [m for m in MODULES if m != f"{r}.views.dates"] + [f"{r}.http.dates", f"{r}.util", f"{r}.misc"]
+    rooms = engine_rooms(moved, r, READ_ROOM_PACKAGES)
+    assert rooms != READ_ROOMS and "dates" in rooms["http"] and "dates" not in rooms["views"]
+    assert len(rooms[""]) > MAX_READ_ROOT

@@ -29,7 +29,7 @@ the configured time zone, to the minute.  For an observation text, group by grou
    as they are: the rule reads only the `Date:` line and the `(HH:MM)`.  Nothing here anchors a
    relative phrase; the Observer is told how much time passed by the temporal-gap markers
    (`temporal`), and the agent's context annotates dates relative to its "now"
-   (`omstream.projections.dates`).
+   (`omstream.projections.views.dates`).
 5. **Resource scope.**  `check_sections` checks each `<thread id="…">` section against that
    thread's messages (text outside sections, or a section of a thread not given, is untouched);
    the fold checks each thread's parsed answer against its own messages (`multi_observing`).

@@ -150,7 +150,7 @@ def test_serve_on_a_taken_port_names_it(capsys, monkeypatch, taken_port):
 
 
 async def test_serve_announces_itself_only_once_bound(monkeypatch):
-    from omstream.projections import web
+    from omstream.projections import serve
     from omstream.settings import Settings
 
     class Feed:
@@ -166,7 +166,7 @@ async def test_serve_announces_itself_only_once_bound(monkeypatch):
         async def stop(self):
             pass
 
-    monkeypatch.setattr(web, "ProjectionFeed", Feed)
+    monkeypatch.setattr(serve, "ProjectionFeed", Feed)
     port = free_port()
     announced = asyncio.get_running_loop().create_future()
 
@@ -174,7 +174,7 @@ async def test_serve_announces_itself_only_once_bound(monkeypatch):
         with socket.create_connection(("127.0.0.1", port), timeout=1):  # already listening
             announced.set_result(url)
 
-    server = asyncio.create_task(web.serve(Settings(web_port=port), on_ready=on_ready))
+    server = asyncio.create_task(serve.serve(Settings(web_port=port), on_ready=on_ready))
     try:
         assert await asyncio.wait_for(announced, 10) == f"http://127.0.0.1:{port}"
     finally:
@@ -220,7 +220,7 @@ def test_the_read_side_loads_no_writer():
     import subprocess
     import sys
 
-    code = ("import sys, omstream.projections.web; "
+    code = ("import sys, omstream.projections.serve; "
             "print(sorted(m for m in ('omstream.client', 'omstream.conversation', 'aiokafka') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

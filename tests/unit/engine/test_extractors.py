@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from omstream.engine.fold import fold
 from omstream.engine.prompting.prompts import observer_system_prompt
 from omstream.engine.rules import extraction
-from omstream.projections.context import ContextProjection
+from omstream.projections.views.context import ContextProjection
 from omstream.schemas.config import OmConfigError, load_om_config, slugify
 from omstream.schemas.control import ThreadPatched
 from omstream.simulation import simulate

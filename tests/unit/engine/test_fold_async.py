@@ -139,7 +139,7 @@ def test_a_buffer_never_cuts_a_tool_exchange_in_half():
 
 
 def test_temporal_markers_reach_the_observer_and_the_agent():
-    from omstream.projections.context import ContextProjection
+    from omstream.projections.views.context import ContextProjection
 
     loop = Loop(engine(300, temporalMarkers=True))
     first, later = message(0, words=20), message(2, words=20)
@@ -215,7 +215,7 @@ EARLIER = "Date: Mar 2, 2025\n* 🔴 (18:00) earlier"
 
 
 def test_one_activation_appends_one_boundary_and_adds_the_chunks_token_counts():
-    from omstream.projections.context import ContextProjection, observation_context_chunks
+    from omstream.projections.views.context import ContextProjection, observation_context_chunks
 
     out = _two_chunks_and_a_tail(reported=3161, observations=EARLIER, observation_tokens=50)
     assert [e.data.cycle_id for e in out.events if e.type == "data-om-activation"] == ["c1", "c2"]
@@ -237,7 +237,7 @@ def test_one_activation_appends_one_boundary_and_adds_the_chunks_token_counts():
 
 
 def test_consecutive_activations_each_write_their_boundary():
-    from omstream.projections.context import ContextProjection
+    from omstream.projections.views.context import ContextProjection
 
     loop = buffered_loop(bufferActivation=1.0)
     i = len(loop.state.seen)

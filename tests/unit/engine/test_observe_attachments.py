@@ -30,7 +30,7 @@ from omstream.engine.state import PendingMessage
 from omstream.engine.step import EngineConfig
 from omstream.models import capabilities, scripted
 from omstream.models.calls import run_job, without_attachments
-from omstream.projections.chat import attachment_part
+from omstream.projections.views.chat import attachment_part
 from omstream.schemas.config import check_om_config
 from omstream.schemas.control import ObserveRequested
 from omstream.schemas.jobs import ChatMessage, ModelJob, request_hash

@@ -22,7 +22,7 @@ from omstream.engine.prompting.groups import group_id, parse_groups, strip_group
 from omstream.engine.prompting.resource_groups import resource_reflection_groups
 from omstream.engine.prompting.sections import merge_section, section_bodies
 from omstream.engine.rules.resolution import resolve
-from omstream.projections.context import build_context_system_messages
+from omstream.projections.views.context import build_context_system_messages
 from omstream.schemas.control import ObserveRequested, ThreadDeleted
 from tests.helpers import T0
 from tests.unit.engine.resource_helpers import Memory, resource_engine, say

@@ -6,9 +6,8 @@ from datetime import UTC, datetime, timedelta
 from omstream.engine.fold import fold, new_state
 from omstream.engine.rules.tokens import get_counter
 from omstream.engine.state import MemoryState
-from omstream.projections.access import resource_of
-from omstream.projections.context import ContextProjection
 from omstream.projections.recall import Caller, RecallSource, parse_params, recall
+from omstream.projections.views.context import ContextProjection
 from omstream.schemas.messages import Message
 from tests.helpers import engine, scripted_result
 
@@ -72,4 +71,4 @@ def project_resources(messages: list[Message], config, projection: ContextProjec
 def resource_caller(projection: ContextProjection, thread: str, scope: str = "resource") -> Caller:
     """The caller `om serve`'s recall route makes for `thread` (its view's resource and memory)."""
     view = projection.threads[thread]
-    return Caller(thread, resource_of(view), view.memory_key or f"thread:{thread}", scope)
+    return Caller(thread, view.resource_id, view.memory_key or f"thread:{thread}", scope)

@@ -11,9 +11,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from omstream.api_tokens import TokenTable, grants_from_text
-from omstream.projections.access import AccessRefused, token_table
 from omstream.projections.feed import ProjectionFeed
-from omstream.projections.web import build_web_app
+from omstream.projections.http.access import AccessRefused, token_table
+from omstream.projections.http.web import build_web_app
 from omstream.settings import Settings, SettingsError
 from tests.helpers import message
 

@@ -1,4 +1,4 @@
-"""`projections/activity.py`: what a memory is doing now, the one derivation both dashboard pages
+"""`projections/views/activity.py`: what a memory is doing now, the one derivation both dashboard pages
 show (`GET /dashboard/activity`).  The events are the demo conversation's under async buffering,
 folded with the scripted models (`om simulate`'s path): each status is written by a step, so
 between a background cycle's end and the next step the status still says `running, 0 chunks`."""
@@ -11,10 +11,10 @@ from aiohttp.test_utils import TestClient, TestServer
 from omstream.api_tokens import TokenTable, grants_from_text
 from omstream.cli.common import EXAMPLES
 from omstream.conversation import read_conversation
-from omstream.projections.activity import ActivityIndex
 from omstream.projections.feed import ProjectionFeed
-from omstream.projections.history import EventHistory
-from omstream.projections.web import build_web_app
+from omstream.projections.http.web import build_web_app
+from omstream.projections.views.activity import ActivityIndex
+from omstream.projections.views.history import EventHistory
 from omstream.settings import Settings, read_config_file
 from omstream.simulation import simulate
 

@@ -1,4 +1,4 @@
-"""The context window as of a seq (`projections/asof.py`) and its route, without a broker: a
+"""The context window as of a seq (`projections/views/asof.py`) and its route, without a broker: a
 memory's events from the pure fold, kept in an `EventHistory`, folded up to each seq."""
 
 import asyncio
@@ -7,11 +7,11 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from omstream.engine.fold import fold
-from omstream.projections.asof import context_as_of, fold_until, parse_seq
-from omstream.projections.context import ContextProjection
 from omstream.projections.feed import ProjectionFeed
-from omstream.projections.history import EventHistory
-from omstream.projections.web import build_web_app
+from omstream.projections.http.web import build_web_app
+from omstream.projections.views.asof import context_as_of, fold_until, parse_seq
+from omstream.projections.views.context import ContextProjection
+from omstream.projections.views.history import EventHistory
 from omstream.schemas.control import StepStarted, ThreadDeleted
 from omstream.settings import Settings
 from tests.helpers import engine, fold_inputs, message, scripted_result

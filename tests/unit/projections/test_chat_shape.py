@@ -30,8 +30,8 @@ from litellm.litellm_core_utils.prompt_templates.factory import sanitize_message
 from litellm.types.llms import openai as litellm_types  # noqa: E402
 from litellm.utils import validate_and_fix_openai_messages  # noqa: E402
 
-from omstream.projections.chat import NO_RESULT, chat_messages  # noqa: E402
-from omstream.projections.context import CONTINUATION, ThreadView, context_messages  # noqa: E402
+from omstream.projections.views.chat import NO_RESULT, chat_messages  # noqa: E402
+from omstream.projections.views.context import CONTINUATION, ThreadView, context_messages  # noqa: E402
 from omstream.schemas.messages import Message  # noqa: E402
 
 T0 = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)

@@ -9,7 +9,7 @@ import pytest
 
 from omstream.engine.fold import fold, new_state
 from omstream.engine.prompting.observations import append_observations
-from omstream.projections.context import (
+from omstream.projections.views.context import (
     CONTINUATION,
     CONTINUATION_HINT,
     CONTINUATION_ID,

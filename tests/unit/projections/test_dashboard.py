@@ -7,9 +7,9 @@ import re
 from aiohttp.test_utils import TestClient, TestServer
 
 from omstream.api_tokens import TokenTable, grants_from_text
-from omstream.projections.dashboard import PAGES, STATIC
 from omstream.projections.feed import ProjectionFeed
-from omstream.projections.web import build_web_app
+from omstream.projections.http.dashboard import PAGES, STATIC
+from omstream.projections.http.web import build_web_app
 from omstream.settings import Settings
 
 TOKEN = "admin-token-0123456789"

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from omstream.projections.dates import (
+from omstream.projections.views.dates import (
     add_relative_time_to_observations,
     expand_inline_estimated_dates,
     format_gap_between_dates,
@@ -252,7 +252,7 @@ def test_header_dates_are_read_in_the_configured_zone():
 
 
 def test_the_module_has_no_clock():
-    source = Path(__file__).resolve().parents[3] / "projections" / "dates.py"
+    source = Path(__file__).resolve().parents[3] / "projections" / "views" / "dates.py"
     tree = ast.parse(source.read_text())
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}

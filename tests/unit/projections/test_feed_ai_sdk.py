@@ -13,8 +13,8 @@ from aiohttp.test_utils import TestServer
 
 from omstream.engine.fold import fold
 from omstream.projections.feed import ProjectionFeed
-from omstream.projections.parts import data_part, frame_json
-from omstream.projections.web import build_web_app
+from omstream.projections.http.web import build_web_app
+from omstream.projections.views.parts import data_part, frame_json
 from omstream.schemas.control import ThreadPatched
 from omstream.settings import Settings
 from tests.helpers import message

@@ -13,9 +13,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from omstream.projections.feed import ProjectionFeed
-from omstream.projections.parts import data_part
-from omstream.projections.sse import FEED_OPTIONS, FeedOptions
-from omstream.projections.web import build_web_app
+from omstream.projections.http.sse import FEED_OPTIONS, FeedOptions
+from omstream.projections.http.web import build_web_app
+from omstream.projections.views.parts import data_part
 from omstream.settings import Settings
 from tests.unit.projections.test_feed_sse import lifecycle
 

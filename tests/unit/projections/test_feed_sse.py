@@ -11,10 +11,10 @@ from aiohttp.test_utils import TestClient, TestServer
 from omstream.engine.fold import fold
 from omstream.feed_reader import FeedEvent, follow_feed, sse_frames
 from omstream.projections.feed import ProjectionFeed
-from omstream.projections.history import EventHistory
-from omstream.projections.parts import data_part, frame_json
-from omstream.projections.sse import FEED_OPTIONS, FeedOptions
-from omstream.projections.web import build_web_app
+from omstream.projections.http.sse import FEED_OPTIONS, FeedOptions
+from omstream.projections.http.web import build_web_app
+from omstream.projections.views.history import EventHistory
+from omstream.projections.views.parts import data_part, frame_json
 from omstream.schemas.codec import encode
 from omstream.schemas.control import StepStarted, ThreadDeleted
 from omstream.schemas.parts import DataPart

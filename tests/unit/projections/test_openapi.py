@@ -13,10 +13,11 @@ from aiohttp.test_utils import TestClient, TestServer
 from openapi_spec_validator import validate
 
 from omstream.api_tokens import TokenTable, grants_from_text
-from omstream.projections.errors import ERROR_CODES, ErrorCode
 from omstream.projections.feed import ProjectionFeed
-from omstream.projections.openapi import build_document, committed_text, render_document
-from omstream.projections.web import build_web_app
+from omstream.projections.http.errors import ERROR_CODES, ErrorCode
+from omstream.projections.http.status import committed_text
+from omstream.projections.http.web import build_web_app
+from omstream.projections.openapi import build_document, render_document
 from omstream.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[3]

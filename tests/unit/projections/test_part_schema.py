@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from omstream.projections.parts import data_part, frame_json
+from omstream.projections.views.parts import data_part, frame_json
 from omstream.schemas.events import EVENT_TYPES
 from omstream.schemas.jsonschema import DEFAULT_DIR
 from tests.unit.projections.test_feed_sse import lifecycle

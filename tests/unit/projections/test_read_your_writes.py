@@ -9,7 +9,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from omstream.engine.fold import fold, new_state
 from omstream.projections.feed import ProjectionFeed
-from omstream.projections.web import build_web_app
+from omstream.projections.http.web import build_web_app
 from omstream.schemas.codec import encode
 from omstream.schemas.control import StepStarted
 from omstream.schemas.positions import LogPosition

@@ -3,8 +3,8 @@ their range, and carries the recall guidance (spec §10, §12)."""
 
 from omstream.engine.fold import fold, new_state
 from omstream.engine.prompting.groups import parse_groups
-from omstream.projections.context import INSTRUCTIONS, PREAMBLE, ContextProjection
 from omstream.projections.recall import recall_instructions
+from omstream.projections.views.context import INSTRUCTIONS, PREAMBLE, ContextProjection
 from tests.helpers import engine, message, scripted_result
 
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from omstream.engine.prompting.groups import parse_groups
 from omstream.engine.prompting.sections import section_bodies
 from omstream.engine.rules.resolution import resolve
-from omstream.projections.context import ContextProjection
 from omstream.projections.recall import RecallError, parse_params, recall
+from omstream.projections.views.context import ContextProjection
 from tests.helpers import engine
 from tests.unit.projections.recall_helpers import ask, msg, project, project_resources, resource_caller, source_of
 

@@ -6,8 +6,8 @@ import time
 import pytest
 
 from omstream.engine.rules.tokens import get_counter
-from omstream.projections.context import ContextProjection
 from omstream.projections.recall import RecallError
+from omstream.projections.views.context import ContextProjection
 from omstream.schemas.messages import DataPart, ImagePart, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from tests.helpers import text_of
 from tests.unit.projections.recall_helpers import ask, msg, project, source_of

@@ -7,8 +7,8 @@ import pytest
 from omstream.engine.prompting.groups import parse_groups
 from omstream.engine.prompting.sections import section_bodies
 from omstream.engine.rules.resolution import resolve
-from omstream.projections.context import ContextProjection
 from omstream.projections.recall import RecallError, parse_params, recall
+from omstream.projections.views.context import ContextProjection
 from tests.helpers import engine
 from tests.unit.projections.recall_helpers import msg, project_resources, resource_caller, source_of
 

@@ -4,7 +4,7 @@ import pytest
 
 from omstream.projections.feed import ProjectionFeed
 from omstream.projections.recall import SEARCH_NOT_CONFIGURED, RecallError, parse_params
-from omstream.projections.store import ReadModelStore
+from omstream.projections.store.store import ReadModelStore
 from omstream.schemas.codec import encode
 from omstream.schemas.control import ThreadDeleted
 from omstream.settings import Settings

@@ -8,7 +8,7 @@ from aiohttp.test_utils import TestServer
 from omstream.client import OmClient
 from omstream.engine.rules.resolution import ResolvedRetrieval
 from omstream.projections.feed import ProjectionFeed
-from omstream.projections.web import build_web_app
+from omstream.projections.http.web import build_web_app
 from omstream.settings import Settings
 from omstream.tools import RecallTool, recall_tool_definition
 from tests.unit.projections.recall_helpers import msg, project

@@ -18,10 +18,10 @@ import pytest
 from omstream.engine.prompting.sections import shown_thread_id
 from omstream.engine.prompting.window import other_conversations
 from omstream.engine.rules.resource import pending_by_thread
-from omstream.projections.asof import context_as_of
-from omstream.projections.context import ContextProjection
-from omstream.projections.history import EventHistory
-from omstream.projections.resource_views import ResourceRendering, concerns
+from omstream.projections.views.asof import context_as_of
+from omstream.projections.views.context import ContextProjection
+from omstream.projections.views.history import EventHistory
+from omstream.projections.views.resource_views import ResourceRendering, concerns
 from omstream.schemas.messages import Message
 from tests.helpers import T0, text_of
 from tests.unit.engine.resource_helpers import Memory, resource_engine, say
@@ -148,7 +148,7 @@ def test_a_stored_resource_projection_reads_back_and_resumes_as_built_in_memory(
     from dataclasses import replace
 
     from omstream.projections.feed import ProjectionFeed
-    from omstream.projections.store import ReadModelStore
+    from omstream.projections.store.store import ReadModelStore
     from omstream.schemas.codec import encode
     from omstream.settings import Settings
 
@@ -187,7 +187,7 @@ def test_a_stored_resource_projection_reads_back_and_resumes_as_built_in_memory(
 
 
 def test_one_thread_deleted_from_a_resource_takes_its_view_and_events_only():
-    from omstream.projections.resource_views import of_thread
+    from omstream.projections.views.resource_views import of_thread
     from omstream.schemas.control import ThreadDeleted
 
     memory = Memory(resource_engine(message_tokens=300))

@@ -16,13 +16,13 @@ import pytest
 from omstream.crypto import CONTENT_FIELDS, Sealer
 from omstream.crypto.opening import Opener, record_owner
 from omstream.crypto.sealing import PLAIN, is_marked
-from omstream.embedding.hashed import HashEmbedder
 from omstream.engine.fold import fold, new_state
 from omstream.projections.feed import ProjectionFeed
 from omstream.projections.follower import Batch
+from omstream.projections.search.embedding.hashed import HashEmbedder
 from omstream.projections.search.index import IndexProjection
 from omstream.projections.search.sqlite_vec import SqliteVecIndex
-from omstream.projections.store import ReadModelStore
+from omstream.projections.store.store import ReadModelStore
 from omstream.schemas.codec import encode
 from omstream.schemas.control import StepStarted, ThreadDeleted
 from omstream.settings import Settings

@@ -14,11 +14,11 @@ from omstream.engine.fold import fold, new_state
 from omstream.feed_reader import sse_frames
 from omstream.projections.feed import ProjectionFeed
 from omstream.projections.follower import Batch
-from omstream.projections.history import EventHistory
-from omstream.projections.parts import data_part, frame_json
-from omstream.projections.store import ReadModelBusy, ReadModelStore, open_store
-from omstream.projections.stored_history import StoredHistory
-from omstream.projections.web import build_web_app
+from omstream.projections.http.web import build_web_app
+from omstream.projections.store.store import ReadModelBusy, ReadModelStore, open_store
+from omstream.projections.store.stored_history import StoredHistory
+from omstream.projections.views.history import EventHistory
+from omstream.projections.views.parts import data_part, frame_json
 from omstream.schemas.codec import encode
 from omstream.schemas.control import StepStarted, ThreadDeleted
 from omstream.settings import Settings

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from omstream.embedding.hashed import HashEmbedder
+from omstream.projections.search.embedding.hashed import HashEmbedder
 from omstream.projections.search.index import IndexProjection
 from omstream.projections.search.search import NO_MATCH, ObservationSearch
 from omstream.projections.search.sqlite_vec import SqliteVecIndex, open_index

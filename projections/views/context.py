@@ -22,7 +22,7 @@ The window itself (spec §10), as chat messages in this order:
    when the thread has them;
 6. user: the continuation reminder (`om-continuation`, dated the epoch so it sorts before history);
 7. the raw messages no observation covers yet, with their tool calls, tool results, images and
-   files in OpenAI shape (`projections/chat.py`).
+   files in OpenAI shape (`projections/views/chat.py`).
 
 Nothing of 1-6 is sent while the log is empty.
 
@@ -45,10 +45,10 @@ import orjson
 from omstream.engine.prompting.groups import render_groups
 from omstream.engine.prompting.observations import append_observations, continue_chunk, split_chunks
 from omstream.engine.rules.resolution import ResolvedRetrieval
-from omstream.projections.chat import ChatMessage, chat_messages
-from omstream.projections.dates import add_relative_time_to_observations
 from omstream.projections.recall.instructions import recall_instructions
-from omstream.projections.resource_views import (
+from omstream.projections.views.chat import ChatMessage, chat_messages
+from omstream.projections.views.dates import add_relative_time_to_observations
+from omstream.projections.views.resource_views import (
     ResourceRendering,
     is_resource_key,
     merge_thread_observations,
@@ -237,7 +237,7 @@ def _zone(time_zone: str | tzinfo) -> tzinfo:
 class ThreadView:
     thread_id: str
     memory_key: str | None = None
-    # A dict, or the read model's lazily decoded mapping (projections/view_rows.py).
+    # A dict, or the read model's lazily decoded mapping (projections/store/view_rows.py).
     messages: MutableMapping[str, Message] = field(default_factory=dict)
     observed: set[str] = field(default_factory=set)
     observations: str = ""
@@ -266,6 +266,14 @@ class ThreadView:
     @property
     def blocked(self) -> bool:
         return bool(self.in_flight)
+
+    @property
+    def resource_id(self) -> str | None:
+        """The thread's resource: its messages' `resourceId` (or its resource-scope memory key)."""
+        found = next((m.resource_id for m in self.messages.values() if m.resource_id), None)
+        if found is None and (self.memory_key or "").startswith("resource:"):
+            return str(self.memory_key).split(":", 1)[1]
+        return found
 
     def saw(self, at: datetime | None) -> None:
         """Advance the view's clock to `at` if it is newer."""
@@ -356,7 +364,7 @@ class ContextProjection:
         # after a crash cannot bring back a view that a later deletion dropped.
         self.last_seq: dict[str, int] = {}
         # Threads whose view changed, and threads dropped, since the last `take_changes`: what a
-        # store writes after a batch (projections/store.py), instead of every view; at most one
+        # store writes after a batch (projections/store/store.py), instead of every view; at most one
         # entry per thread ever seen when nothing takes them (an in-memory feed).
         self._touched: set[str] = set()
         self._dropped: set[str] = set()

@@ -19,14 +19,13 @@ from aiohttp import web
 from omstream.engine.rules.tokens import get_counter
 from omstream.schemas.keys import memory_key
 
-from ..access import resource_of
-from ..errors import api_error
 from ..feed import ProjectionFeed
-from ..query_params import parse_log_position, parse_wait
-from .params import RecallError, parse_params
-from .search_port import SearchPort
-from .source import RecallSource
-from .tool import Caller, recall
+from ..recall.params import RecallError, parse_params
+from ..recall.search_port import SearchPort
+from ..recall.source import RecallSource
+from ..recall.tool import Caller, recall
+from .errors import api_error
+from .query_params import parse_log_position, parse_wait
 
 __all__ = ["recall_routes"]
 
@@ -71,7 +70,7 @@ def recall_routes(feed_of: Callable[[web.Request], Awaitable[ProjectionFeed]],
         if view is None:
             raise api_error(404, "unknown-thread", f"unknown thread {thread_id!r}")
         retrieval = feed.projection.retrieval
-        caller = Caller(thread_id, resource_of(view),
+        caller = Caller(thread_id, view.resource_id,
                         view.memory_key or memory_key(feed.settings.om, thread_id, None),
                         retrieval.scope if retrieval is not None else "thread")
         try:

@@ -35,7 +35,7 @@ from omstream.settings import Settings, SettingsError
 from .errors import Handler, api_error
 
 __all__ = ["GRANT", "NO_THREAD", "AccessRefused", "access_middleware", "filtered", "grant_of",
-           "is_loopback", "public", "resource_of", "token_table"]
+           "is_loopback", "public", "token_table"]
 
 GRANT = web.RequestKey("om_grant", object)
 THREAD_KEYS = ("thread_id", "threadId")
@@ -96,14 +96,6 @@ def token_table(settings: Settings) -> TokenTable | None:
             "omstream.api_tokens / OM_API_TOKENS or omstream.api_tokens_file / OM_API_TOKENS_FILE "
             "(or serve on 127.0.0.1)")
     return TokenTable(grants) if grants else None
-
-
-def resource_of(view: Any) -> str | None:
-    """A thread view's resource: its messages' `resourceId` (or its resource-scope memory key)."""
-    found = next((m.resource_id for m in view.messages.values() if m.resource_id), None)
-    if found is None and (view.memory_key or "").startswith("resource:"):
-        return str(view.memory_key).split(":", 1)[1]
-    return found
 
 
 def _token(request: web.Request) -> str | None:

@@ -1,6 +1,6 @@
 """`EventHistory` kept in the read model's store instead of in memory (`om serve`).
 
-Same contract as `EventHistory` (projections/history.py): `append` applies each `(memoryKey,
+Same contract as `EventHistory` (projections/views/history.py): `append` applies each `(memoryKey,
 seq)` once and hands it to the subscribers, `since` replays a memory after a `seq`, and
 `om-memory-deleted` deletes the memory's rows but keeps its last `seq`.  Only the last `seq` per
 memory and the subscribers stay in memory; `since` reads the rows and decodes the events again
@@ -21,7 +21,7 @@ import orjson
 from omstream.crypto.opening import Opener
 from omstream.schemas.codec import decode_event, encode
 
-from .history import EventHistory, HistoryEntry, entry_of
+from ..views.history import EventHistory, HistoryEntry, entry_of
 from .store import ReadModelStore
 
 __all__ = ["StoredHistory", "thread_of"]

@@ -13,7 +13,7 @@ crash cannot bring the deleted history back.  One thread deleted from a resource
 its own events only (`resource_views.of_thread`): the other threads' feeds and time travel stay.
 
 `EventHistory` keeps the events in memory (tests, one-off projections); `StoredHistory`
-(`projections/stored_history.py`) keeps them in the read model's store, for `om serve`.  Both
+(`projections/store/stored_history.py`) keeps them in the read model's store, for `om serve`.  Both
 share `append` and the subscribers; they differ in `_keep`, `_forget`, `since` and `memories`.
 """
 

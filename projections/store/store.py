@@ -2,10 +2,10 @@
 
 `om serve` keeps, in `<data_dir>/readmodel/<namespace>/<version>/slot-N.sqlite`:
 
-- `views`/`messages`: every thread's view (`projections/view_rows.py`: a head, and one row per
+- `views`/`messages`: every thread's view (`projections/store/view_rows.py`: a head, and one row per
   message, written once);
 - `events`: every memory's events (the raw bytes of `<ns>.events`), what the live feed
-  replays from a `seq` (`projections/stored_history.py`);
+  replays from a `seq` (`projections/store/stored_history.py`);
 - `memories`: the last `seq` applied per memory key (kept after a deletion, as in memory);
 - `positions`: per partition of `<ns>.events`, the next offset to read and the highest
   `inputOffset` applied (`ProjectionFeed.applied`).
@@ -33,7 +33,6 @@ lock.  All slots taken: `ReadModelBusy`.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import sqlite3
@@ -41,16 +40,15 @@ from collections.abc import Iterator
 from datetime import tzinfo
 from itertools import islice
 from pathlib import Path
-from typing import Any
 
 from omstream.schemas.errors import OmError
 from omstream.settings import Settings
 
-from .context import ContextProjection, ThreadView
+from ..views.context import ContextProjection, ThreadView
+from .sqlite import atomic, erase_after, locked_slot
 from .view_rows import HEAD_VERSION, decode_view, encode_head, encode_message
 
-__all__ = ["SLOTS", "ReadModelBusy", "ReadModelStore", "atomic", "erase_after", "locked_slot", "open_store",
-           "store_dir"]
+__all__ = ["SLOTS", "ReadModelBusy", "ReadModelStore", "open_store", "store_dir"]
 
 log = logging.getLogger("omstream.projection")
 
@@ -76,27 +74,6 @@ CREATE UNIQUE INDEX IF NOT EXISTS messages_by_thread ON messages (thread_id, key
 _TABLES = ("meta", "positions", "memories", "events", "views", "messages")
 
 
-@contextlib.contextmanager
-def atomic(db: Any) -> Iterator[None]:
-    """Writes on a SQLite connection (`sqlite3`'s or apsw's) committed together, or (on any
-    exception) not at all."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
-
-
-def erase_after(db: Any, path: object) -> None:
-    """After a committed delete: copy the WAL into the main file and truncate it, so the pages
-    that held the deleted rows (zeroed since, by `secure_delete`) are gone from `-wal` too."""
-    rows = list(db.execute("PRAGMA wal_checkpoint(TRUNCATE)"))
-    if rows and rows[0][0]:  # busy: a reader holds the WAL; the next delete's checkpoint retries
-        log.warning("WAL checkpoint after a deletion was blocked by a reader", extra={"path": str(path)})
-
-
 class ReadModelBusy(OmError, RuntimeError):
     """Every slot of this version's read model in this data directory is held by a running
     `om serve`: stop one, or give this one another `data_dir`."""
@@ -104,21 +81,6 @@ class ReadModelBusy(OmError, RuntimeError):
 
 def store_dir(settings: Settings) -> Path:
     return Path(settings.data_dir) / "readmodel" / settings.namespace / settings.version
-
-
-def locked_slot(folder: Path, slots: int) -> tuple[Path, int] | None:
-    """The SQLite file of the first slot of `folder` (made if missing) that no other process
-    holds, and the file descriptor of its lock (held until closed); None when every slot is held."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for slot in range(slots):
-        fd = os.open(folder / f"slot-{slot}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        return folder / f"slot-{slot}.sqlite", fd
-    return None
 
 
 def open_store(settings: Settings, slots: int = SLOTS) -> ReadModelStore:

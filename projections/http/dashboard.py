@@ -3,7 +3,7 @@
     GET /                        the thread list (live)
     GET /threads/{threadId}      one memory: token windows, cycles, observations, timeline
     GET /static/{name}           the pages' scripts and style sheet
-    GET /dashboard/activity      what each memory is doing now (`projections/activity.py`): the
+    GET /dashboard/activity      what each memory is doing now (`projections/views/activity.py`): the
                                  cycles in flight (label, wall-clock start), the buffered figures;
                                  every thread the token may read, or `?threadId=` one of them
 
@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from .access import filtered, grant_of, public, resource_of
-from .activity import ActivityIndex, MemoryActivity
+from ..views.activity import ActivityIndex, MemoryActivity
+from .access import filtered, grant_of, public
 
 if TYPE_CHECKING:
-    from .feed import ProjectionFeed
+    from ..feed import ProjectionFeed
 
 __all__ = ["STATIC", "dashboard_routes"]
 
@@ -76,7 +76,7 @@ def dashboard_routes(feed_of: Callable[[web.Request], Awaitable[ProjectionFeed]]
             for view in list(feed.projection.threads.values()):
                 if only is not None and view.thread_id != only:
                     continue
-                if grant is not None and not grant.may_read(resource_of(view)):
+                if grant is not None and not grant.may_read(view.resource_id):
                     continue
                 # A thread known before any event of its memory: nothing in flight.
                 figures = index.of(view.memory_key) if view.memory_key else MemoryActivity()

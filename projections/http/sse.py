@@ -13,7 +13,7 @@
                          the request (no replay; with `follow=false`, every kept event, memory
                          after memory, then `[DONE]`); same `types`, `version`
 
-Each event is one frame, `id: <seq>` then `data: <part>` (`omstream.projections.parts`: four
+Each event is one frame, `id: <seq>` then `data: <part>` (`omstream.projections.views.parts`: four
 keys, `type`, `id`, `data`, `transient`), `\\n` separators; on `/events` the SSE id is
 `<memoryKey>:<seq>`, so an operator who missed events of one memory reads them from its thread's
 feed with `after=seq`.  The SSE id is the memory's `seq`, dense per memory, so a client that
@@ -36,11 +36,11 @@ from aiohttp_sse import EventSourceResponse, sse_response
 
 from omstream.schemas.events import EVENT_TYPES
 
+from ..feed import ProjectionFeed
+from ..views.history import EventHistory, HistoryEntry, Subscription
+from ..views.parts import event_type
+from ..views.resource_views import concerns, is_resource_key
 from .errors import api_error
-from .feed import ProjectionFeed
-from .history import EventHistory, HistoryEntry, Subscription
-from .parts import event_type
-from .resource_views import concerns, is_resource_key
 
 __all__ = ["FEED_OPTIONS", "HEADERS", "FeedOptions", "feed_routes"]
 

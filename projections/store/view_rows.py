@@ -18,12 +18,12 @@ import orjson
 from omstream.schemas.codec import encode
 from omstream.schemas.messages import Message
 
-from .context import ThreadView
+from ..views.context import ThreadView
 
 __all__ = ["StoredMessages", "decode_view", "encode_head", "encode_message"]
 
 # The head's schema; a store written with another one is rebuilt from the topic
-# (projections/store.py compares it with the stored one).
+# (projections/store/store.py compares it with the stored one).
 HEAD_VERSION = 2
 
 
