@@ -65,8 +65,8 @@ async def read_with_aiokafka(bootstrap: str, records: int) -> tuple[float, float
 def faust_worker(bootstrap: str, records: int, data: str) -> None:
     """Runs in a child process (Faust's worker owns its process): the worker's own app classes
     and batching, acking each record as the fold agent does, then prints and exits."""
-    from omstream.backlog import Backlog, Intake
     from omstream.worker.app import BACKLOG_BYTES, BACKLOG_RECORDS, MAX_FETCH_BYTES, STREAM_BUFFER
+    from omstream.worker.backlog import Backlog, Intake
     from omstream.worker.faust_repairs import WorkerApp, WorkerTopic
 
     app = WorkerApp("delivery-bench", broker=f"kafka://{bootstrap}", store="memory://", datadir=data,

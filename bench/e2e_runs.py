@@ -19,9 +19,9 @@ from bench.e2e_timing import EventTimes, Offsets, wait_for, watched_topics
 from bench.fold_bench import make_bodies
 from omstream.client import OmClient
 from omstream.engine.rules.tokens import get_counter
+from omstream.pipeline.storage import LOG, PARTS, SEEN, SEP, SEQUENCES
 from omstream.schemas.keys import memory_key
 from omstream.schemas.messages import Message
-from omstream.storage import LOG, PARTS, SEEN, SEP, SEQUENCES
 
 BODY_POOL = 400  # distinct message bodies, reused under distinct ids (generation is not timed)
 #: Run 5 produces at most this many messages ahead of the last one the fold accepted.
@@ -347,7 +347,7 @@ async def changelog_bytes(offsets: Offsets, changelogs: Sequence[str], before: M
                       for kind, (n, size) in sorted(kinds.items(), key=lambda kv: -kv[1][1])}}
 
 
-#: The short names of `omstream.storage`'s record keys (``K\0<name>...``), spelled out.
+#: The short names of `omstream.pipeline.storage`'s record keys (``K\0<name>...``), spelled out.
 _KIND_NAMES = {short: name for name, short in {**PARTS, **SEQUENCES, "log": LOG, "seen": SEEN}.items()}
 
 

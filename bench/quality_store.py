@@ -142,7 +142,7 @@ class CallCache:
 
     def get(self, job: Any) -> Any:
         """The stored answer to `job`, addressed to it (as the project's result cache serves one)."""
-        from omstream.models.cache import answer_from
+        from omstream.pipeline.cache import answer_from
 
         stored = self.original(job.request_hash)
         if stored is None:

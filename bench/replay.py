@@ -10,13 +10,13 @@ What runs
     partitions).  The bench produces the history straight to `<ns>.log` (messages of ~200
     tokens, user and assistant in turn, with the scripted observer and reflector and
     `messageTokens` 3000, so observation, buffering and reflection happen), then replays it
-    with `omstream.versions.replay.replay` (the code of `om replay`), for each path:
+    with `omstream.replay.replay.replay` (the code of `om replay`), for each path:
 
     - `worker`: the version's worker folds the whole log (`om replay --no-bulk`): a job goes
       through `<ns>.jobs` and its answer comes back at the log's end;
     - `bulk`: the log is folded in the replaying process, jobs answered in-process, outputs
       and states written in batches, then the worker takes over at the log's end
-      (`omstream.versions.bulk`);
+      (`omstream.replay.bulk`);
 
     each path twice:
 
@@ -53,8 +53,8 @@ from typing import Any
 
 from omstream.client import OmClient
 from omstream.engine.rules.tokens import get_counter
+from omstream.replay.replay import ReplayProgress, replay
 from omstream.schemas.messages import Message
-from omstream.versions.replay import ReplayProgress, replay
 
 from .e2e_env import Options, start_namespace
 from .fold_bench import make_bodies

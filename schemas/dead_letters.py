@@ -29,7 +29,7 @@ __all__ = ["DeadLetter", "DeadLetterCode", "DeadLetterSource", "FoldCode", "Limi
 UnreadableCode = Literal["not-json", "unknown-type", "newer-schema", "invalid"]
 #: An input limit is broken (`omstream.limits`, docs/producing.md, "Limits and dead letters").
 LimitCode = Literal["too-large", "too-deep", "too-many-parts", "text-too-long", "future-time", "memory-busy"]
-#: The fold agent refused the record itself (`omstream.worker.folding`): a model result
+#: The fold agent refused the record itself (`omstream.pipeline.folding`): a model result
 #: without the model agents' signature, a record keyed by another memory, a part of a record
 #: the fold refused (a message id reused with other content, a command to a disabled memory:
 #: the rest of the record is folded), a fold that raised, an output or state record too large

@@ -25,7 +25,7 @@ The clock-skew check compares a message's `createdAt` with the record's Kafka ti
 log's own time, so it gives the same answer on every refold.
 
 `max_held` bounds the inputs a memory holds while a blocking cycle runs (each is stored as a record
-of its own, `omstream.storage`, so the bound is about time and disk, not the state record's size:
+of its own, `omstream.pipeline.storage`, so the bound is about time and disk, not the state record's size:
 a burst of thousands of messages on one thread is held, not refused): beyond it, a record the
 fold would hold is dead-lettered as `memory-busy` and the cycle goes on.  Failing the cycle
 early instead would let a burst of inputs cancel an observation that is about to succeed and

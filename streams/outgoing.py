@@ -1,7 +1,7 @@
 """What `OmClient` refuses before sending: every record the worker would dead-letter on sight.
 
 The worker refuses a record of `<ns>.log` by checks that need no memory state
-(`omstream.worker.folding`): the size and depth of its bytes, whether it decodes as a record
+(`omstream.pipeline.folding`): the size and depth of its bytes, whether it decodes as a record
 (`invalid`, `newer-schema`), a message's parts, characters per part and `createdAt` against the
 log's time, and a command's keys (resource scope: `UnroutedRecord`, which `OmClient.send_control`
 raises first).  The client runs the same checks, with

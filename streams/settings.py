@@ -121,7 +121,7 @@ class Settings:
     (`"openai/gpt-4o-mini=16, anthropic/claude-3-5-haiku-latest=4"`); a model not named:
     `model_concurrency`."""
     result_key: str = field(default="", repr=False)
-    """The key that signs model results (`omstream.signing`), so the fold applies only results a
+    """The key that signs model results (`omstream.pipeline.signing`), so the fold applies only results a
     model agent of the deployment wrote; empty: a key kept in `data_dir`.  Never printed."""
     namespace_key: str = field(default="", repr=False)
     """Wraps every per-memory data key (`omstream.crypto`): keys separated by commas, the first

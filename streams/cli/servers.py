@@ -33,7 +33,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     import faust
 
     from ..logs import logging_config
-    from ..signing import result_key
+    from ..pipeline.signing import result_key
     from ..worker.app import build_app
     from ..worker.key_agreement import agree_on_result_key
 

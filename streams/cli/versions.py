@@ -24,8 +24,8 @@ from ..plural import plural
 from .common import EXIT_INPUT, EXIT_INTERRUPTED, CommandError, CommandMaker, settings_of, version_name
 
 if TYPE_CHECKING:
+    from ..replay.replay import ReplayProgress
     from ..settings import Settings
-    from ..versions.replay import ReplayProgress
 
 __all__ = ["add_commands"]
 
@@ -43,8 +43,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from ..logs import setup_logging
+    from ..replay.replay import replay
     from ..settings import LIVE
-    from ..versions.replay import replay
 
     if args.as_name == LIVE:
         raise CommandError("the live version is folded by `om worker`; replay as another name")
@@ -82,8 +82,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 # --- versions ---------------------------------------------------------------------------------
 async def _version_rows(settings: Settings) -> list[dict[str, Any]]:
+    from ..replay.watch import Watch
     from ..versions import WorkerStats, read_registry, stats_path
-    from ..versions.watch import Watch
 
     registry = await read_registry(settings)
     rows = []
@@ -192,9 +192,9 @@ def cmd_switch(args: argparse.Namespace) -> int:
 
 def cmd_drop(args: argparse.Namespace) -> int:
     from ..projections.store.store import store_dir
+    from ..replay.drop import drop_version
     from ..settings import LIVE
     from ..versions import read_registry
-    from ..versions.drop import drop_version
 
     if args.name == LIVE:
         raise CommandError("the live version cannot be dropped")

@@ -20,7 +20,7 @@ class Seen(Mapping[str, str]):
     It grows with the thread, so it is never copied: `with_id` shares `base` (every id known
     before this batch; in the worker, a view of the stored entries) and copies only `added`,
     the ids folded since.  The worker writes `added` as entries of their own
-    (`omstream.storage`), so the state record does not grow with the thread.
+    (`omstream.pipeline.storage`), so the state record does not grow with the thread.
     """
 
     __slots__ = ("base", "added")

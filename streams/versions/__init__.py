@@ -4,15 +4,10 @@ A version is a name and a configuration (`omstream.topics` has how its topics ar
 
 - `registry`: the registry `<ns>.versions` (which versions exist, and the default readers
   serve), its records on the wire in `records`;
-- `stats`: what each version's workers report (`stats.json`);
-- `watch`: how far a version has folded, from the broker;
-- `replay`: `om replay`, a new version folded from the retained log beside the live one;
-- `bulk` (and `bulk_fold`, one partition's fold): a new settled version folded in `om replay`'s
-  process, then handed over to its worker;
-- `drop`: `om drop`, a version deleted.
+- `stats`: what each version's workers report (`stats.json`).
 
-The registry's and the workers' names are exported here; `replay`, `bulk` and `drop` start and
-delete things, and are imported from their modules.
+How a version is folded from the retained log, watched and dropped is `omstream.replay`.  The
+registry imports neither the worker nor the replay; both read it.  Its names are exported here.
 """
 
 from .records import DefaultVersion, VersionInfo

@@ -1,13 +1,16 @@
-"""The worker (`om worker`): the fold agent and the model agent around the pure engine.
+"""The worker (`om worker`): the Faust agents around the fold pipeline (`omstream.pipeline`).
 
 - `fold_loop`: the fold agent's batches, fold, send, store, ack, and why that order makes a
   crash harmless;
-- `folding`: one batch folded, no I/O: limits, decoding, dead letters, the fold itself;
-- `model_agent`: every job answered once, from the cache or the model, acked in log order;
+- `backlog`: the records the fold agent has read ahead, queued per memory;
+- `model_agent`: every job answered once (`omstream.pipeline.answering`), acked in log order;
 - `table`: the state table, changelog first, then the local RocksDB;
-- `sending`: what the agents send, retried until the broker has it;
+- `relay`: the intake relay, plain records of `<ns>.intake` sealed onto the log;
+- `key_agreement`, `capability`: the result key agreed in the registry; whether the model
+  takes attachments, asked of a child process;
 - `faust_repairs`: Faust's consumer, topic and app, repaired where they lost records;
 - `app`: `build_app`, which wires them into a Faust app.
 
-Nothing is imported here, so the pure part (`folding`) loads without Faust, aiokafka or RocksDB.
+It imports the pipeline, the version registry and the root's plumbing, never the replay.
+Nothing is imported here, so the pipeline loads without Faust, aiokafka or RocksDB.
 """

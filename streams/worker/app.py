@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import cast
 
 import faust
@@ -33,23 +33,23 @@ from omstream.engine.rules.extraction import import_references
 from omstream.models.capabilities import takes_attachments
 from omstream.schemas.jobs import ModelJob, ModelResult
 
-from ..backlog import Backlog, Intake
 from ..crypto.sealing import Sealer, sealer_of
 from ..limits import Limits
-from ..memories import StateCache
+from ..pipeline.folding import FoldContext
+from ..pipeline.memories import StateCache
+from ..pipeline.sending import Headers, OutputRecord, until_done
+from ..pipeline.signing import result_key
 from ..settings import Settings
-from ..signing import result_key
 from ..topics import Topics, partitions_of, sealed
 from ..versions import WorkerStats, register, stats_path, version_info
+from .backlog import Backlog, Intake
 from .capability import takes_attachments_apart
 from .faust_repairs import WorkerApp, WorkerTopic
 from .fold_loop import FoldLoop
-from .folding import FoldContext
 from .relay import IntakeRelay, PlainWatch, relay_group
-from .sending import ProducerSender, until_done
 from .table import StateStore, TableChangelog, TableFiles
 
-__all__ = ["BACKLOG_BYTES", "BACKLOG_RECORDS", "MAX_FETCH_BYTES", "STREAM_BUFFER", "build_app"]
+__all__ = ["BACKLOG_BYTES", "BACKLOG_RECORDS", "MAX_FETCH_BYTES", "STREAM_BUFFER", "ProducerSender", "build_app"]
 
 log = logging.getLogger("omstream.worker")
 
@@ -57,11 +57,25 @@ log = logging.getLogger("omstream.worker")
 STREAM_BUFFER = 500
 #: Bytes one fetch brings from a partition (a larger record still comes, alone).
 MAX_FETCH_BYTES = 1024 * 1024
-#: Records (and their bytes) the fold agent reads ahead of its batches (`omstream.backlog`).
+#: Records (and their bytes) the fold agent reads ahead of its batches (`omstream.worker.backlog`).
 BACKLOG_RECORDS = 5000
 BACKLOG_BYTES = 32 * 1024**2
 #: How old the consumer's view of the topics may grow before it is read again (see build_app).
 METADATA_MAX_AGE_MS = 10_000
+
+
+class ProducerSender:
+    """`Sender` (`omstream.pipeline.sending`) through a Faust app's producer, looked up at each send:
+    the app makes it when it is first used, after `build_app` has returned."""
+
+    def __init__(self, app: faust.App) -> None:
+        self.app = app
+
+    async def send_all(self, records: Sequence[OutputRecord], headers: Headers | None = None) -> None:
+        """Send every record and wait until the broker acknowledges all of them."""
+        futures = [await self.app.producer.send(topic, key, value, partition=None, timestamp=None, headers=headers)
+                   for topic, key, value in records]
+        await asyncio.gather(*futures)
 
 
 def _faust_app(settings: Settings) -> WorkerApp:
@@ -213,9 +227,9 @@ def _add_intake_relay(app: WorkerApp, settings: Settings, sealer: Sealer) -> Non
 def _add_model_agent(app: WorkerApp, settings: Settings, config: EngineConfig, key_for_results: bytes,
                      sender: ProducerSender, stats: WorkerStats, sealer: Sealer) -> None:
     from omstream.models.admission import ModelGate, parse_model_limits
-    from omstream.models.cache import ResultCache
     from omstream.models.calls import RetryPolicy
     from omstream.models.hooks import Hooks, run_job_with_hooks
+    from omstream.pipeline.cache import ResultCache
 
     from .model_agent import ModelAgent, warm_up_quietly
 

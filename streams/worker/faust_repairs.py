@@ -5,7 +5,7 @@ start and offsets committed past records nothing handled, and the many-workers t
 copy of the state table with a hole; each repair below says what Faust does and why it is wrong
 for the worker.  `tests/unit/worker/test_consumer_commits.py` and `test_standby_recovery.py` pin
 them against plain Faust.  The consumer also hands the input log over a fetch at a time
-(`WorkerApp.taps`, `omstream.backlog.Intake`), which is what lets the fold agent read ahead.
+(`WorkerApp.taps`, `omstream.worker.backlog.Intake`), which is what lets the fold agent read ahead.
 """
 
 from __future__ import annotations

@@ -4,20 +4,20 @@ The fold agent only moves bytes.  It reads the one input log, `<ns>.log` (messag
 markers, commands and the model agents' results, in the order the fold applies them), in
 batches (`Intake.batches`: what was fetched, up to `batch_max`, at most `memory_batch_max` of
 one memory, a memory holding more inputs than that in batches of its own after the others', see
-`omstream.backlog`), and for each batch it:
+`omstream.worker.backlog`), and for each batch it:
 
-1. **fold**: folds each record, in log order, from the memory's state (`omstream.worker.folding`:
+1. **fold**: folds each record, in log order, from the memory's state (`omstream.pipeline.folding`:
    the input limits, decoding, the skip of what the state already folded, `fold`, and the size
    of every output and state record);
 2. **send**: sends every event, job and dead letter of the batch and waits until the broker has
    them;
 3. **store**: writes the records of each touched memory's state that changed
-   (`omstream.storage`), with the last offset folded, to the table's changelog, waits until the
+   (`omstream.pipeline.storage`), with the last offset folded, to the table's changelog, waits until the
    broker has them, and only then to the local RocksDB (`omstream.worker.table.StateStore`);
 4. **ack**: acks the batch's records (their offsets may be committed).
 
 With a namespace key (`sealer`), the batch's keys are loaded before step 1 (the fold opens its
-inputs and seals its outputs and states with them, `omstream.worker.sealed_fold`), and the
+inputs and seals its outputs and states with them, `omstream.pipeline.sealed_fold`), and the
 memories the batch deleted are shredded right after step 2, once their `om-memory-deleted`
 events are in `<ns>.events`.
 
@@ -50,12 +50,12 @@ from functools import partial
 from typing import Any, Protocol
 
 from ..crypto.sealing import PLAIN, Sealer
-from ..memories import Memories, StateCache, StateWrite
-from ..storage import Loaded
+from ..pipeline.folding import MAX_OUTPUT_BYTES, Consumed, FoldContext, fold_batch
+from ..pipeline.memories import Memories, StateCache, StateWrite
+from ..pipeline.sealed_fold import BatchKeys, StateBlobs, batch_keys, resource_threads, unwrapped
+from ..pipeline.sending import OutputRecord, Sender, until_done
+from ..pipeline.storage import Loaded
 from ..versions import WorkerStats
-from .folding import MAX_OUTPUT_BYTES, Consumed, FoldContext, fold_batch
-from .sealed_fold import BatchKeys, StateBlobs, batch_keys, resource_threads, unwrapped
-from .sending import OutputRecord, Sender, until_done
 
 __all__ = ["FoldLoop", "StateTable"]
 
@@ -84,7 +84,7 @@ class FoldLoop:
     One loop for all partitions, not one per partition: Faust stops a partition's actor when
     the partition is revoked, batch in flight or not.  `stats` gets each stored memory's size
     and generation; `busy` (the intake's) the keys of the memories holding more inputs behind
-    their cycles than a batch takes of one memory (`omstream.backlog.lanes`).
+    their cycles than a batch takes of one memory (`omstream.worker.backlog.lanes`).
     """
 
     def __init__(self, context: FoldContext, sender: Sender, table: StateTable, cache: StateCache, ack: Ack,

@@ -6,7 +6,7 @@ worker whose key differs from the model agent's refuses the result as `forged-re
 memory waits for its cycle's deadline: a fault that shows only once workers move.  So a worker
 checks at start, before it joins its group, that its key is the namespace's.
 
-The namespace's key is named by its fingerprint (`omstream.signing.fingerprint`, never the key)
+The namespace's key is named by its fingerprint (`omstream.pipeline.signing.fingerprint`, never the key)
 in the compacted registry `<ns>.versions` (record `result-key`).  The first worker to start
 records its own; a later worker with another key stops with one line naming the setting.  Two
 first workers with different keys may both record theirs: each reads the registry back after
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from omstream.schemas.errors import OmError
 
+from ..pipeline.signing import fingerprint
 from ..settings import Settings
-from ..signing import fingerprint
 from ..versions.registry import read_registry, set_result_key
 
 __all__ = ["ResultKeyMismatch", "agree_on_result_key"]

@@ -24,7 +24,7 @@ import rocksdict
 from faust.stores.rocksdb import Store as RocksStore
 from faust.types import TP, TableT
 
-from ..memories import StateWrite
+from ..pipeline.memories import StateWrite
 
 __all__ = ["Changelog", "LocalFiles", "StateStore", "TableChangelog", "TableFiles"]
 

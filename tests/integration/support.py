@@ -43,7 +43,7 @@ async def events(settings) -> list:
 
 async def final_states(settings) -> dict[str, dict]:
     """The last state per memory key, read from the table's changelog (what a restart restores)."""
-    from omstream.storage import states_of
+    from omstream.pipeline.storage import states_of
 
     latest: dict[bytes, bytes] = {}
     for r in await read_all(settings, f"{settings.app_id}-state-changelog", idle=0.3):

@@ -1,4 +1,4 @@
-"""A settled replay at bulk speed (`omstream.versions.bulk`) against the worker's settled replay.
+"""A settled replay at bulk speed (`omstream.replay.bulk`) against the worker's settled replay.
 
 History: twelve threads talk (buffering and reflection happen), one thread is deleted half way
 through its conversation and goes on talking, and a record no fold can read sits among them.
@@ -27,10 +27,10 @@ import orjson
 import pytest
 
 from omstream.client import OmClient
+from omstream.replay.watch import Watch
 from omstream.schemas.control import ThreadDeleted
 from omstream.schemas.messages import Message
 from omstream.topics import Topics
-from omstream.versions.watch import Watch
 from tests.integration.options import om_options
 from tests.integration.support import final_states
 from tests.integration.test_replay import (

@@ -36,10 +36,10 @@ from omstream.client import OmClient
 from omstream.conversation import read_conversation
 from omstream.projections.feed import ProjectionFeed
 from omstream.repartition import Marker, copied_from, write_marker
+from omstream.replay.watch import Watch
 from omstream.schemas.messages import Message
 from omstream.topics import Topics, memory_partition, partitions_of
 from omstream.versions import WorkerStats, stats_path
-from omstream.versions.watch import Watch
 from tests.integration.conftest import Worker
 from tests.integration.options import om_options
 from tests.integration.support import Server, final_states, read_all

@@ -8,7 +8,7 @@ one).  Then:
    is a cache hit whose answer the log already holds), and every memory's events and final
    state equal the live version's;
 2. a replay with a smaller `messageTokens` is settled (folded at bulk speed,
-   `omstream.versions.bulk`): its thresholds are the new ones, and the model is called exactly
+   `omstream.replay.bulk`): its thresholds are the new ones, and the model is called exactly
    for the requests the cache does not hold (the test computes both from `om simulate` of each
    thread's history);
 3. each thread's replayed events equal `om simulate` on `om export` of that thread under the
@@ -36,11 +36,11 @@ import pytest
 from omstream.client import OmClient
 from omstream.conversation import read_conversation
 from omstream.export import export
+from omstream.replay.watch import Watch
 from omstream.schemas.messages import Message
 from omstream.settings import load_settings
 from omstream.simulation import simulate
 from omstream.topics import Topics, partitions_of
-from omstream.versions.watch import Watch
 from tests.integration.options import om_options
 from tests.integration.support import Server, final_states, read_all
 from tests.scenarios.test_long_thread import SCENARIO

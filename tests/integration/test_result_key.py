@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from omstream.signing import fingerprint
+from omstream.pipeline.signing import fingerprint
 from omstream.versions import read_registry
 from omstream.worker.key_agreement import ResultKeyMismatch, agree_on_result_key
 

@@ -98,8 +98,8 @@ async def _until(condition, timeout: float) -> None:
 def test_deleting_one_thread_of_a_resource_keeps_the_rest_readable(new_env):
     """Resource scope: the deleted thread's messages are shredded, the other thread's stay, and
     the memory's state, rewritten under the resource's next key, still reads after the shred."""
-    from omstream.storage import SEP, load_state
-    from omstream.worker.sealed_fold import unwrapped
+    from omstream.pipeline.sealed_fold import unwrapped
+    from omstream.pipeline.storage import SEP, load_state
     from tests.integration.options import om_options
 
     env = new_env(options=om_options(scope="resource", observation={"messageTokens": 100_000}), partitions=1)

@@ -55,7 +55,7 @@ def _result(ok: bool):
 
 
 def test_a_failed_model_call_is_a_warning_with_its_error_code(caplog):
-    from omstream.worker.model_agent import log_model_call
+    from omstream.pipeline.answering import log_model_call
 
     caplog.set_level(logging.INFO, logger="omstream.worker")
     log_model_call(_result(ok=False))

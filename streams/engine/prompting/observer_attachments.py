@@ -33,7 +33,7 @@ __all__ = [
 
 #: The user message of one observer request stays under this many bytes, its text and its
 #: forwarded attachments together.  A job is one record of `<ns>.jobs`, and the worker refuses
-#: an input whose outputs pass 900 KiB (`omstream.worker.folding.MAX_OUTPUT_BYTES`): the step that starts the
+#: an input whose outputs pass 900 KiB (`omstream.pipeline.folding.MAX_OUTPUT_BYTES`): the step that starts the
 #: cycle would be dead-lettered, and every later one, so the memory would never observe.  What
 #: is left (260 KiB) is for the system prompt and the job's other fields.  An attachment that
 #: does not fit is not sent (its placeholder stays in the transcript); later, smaller ones are.

@@ -175,7 +175,7 @@ def test_e2e_report_of_a_run_stopped_early_shows_what_was_measured():
 
 def test_changelog_records_are_named_by_the_storage_layout():
     from bench.e2e_runs import record_kind
-    from omstream.storage import SEEN, item_key, part_key, seen_key
+    from omstream.pipeline.storage import SEEN, item_key, part_key, seen_key
 
     key = b"thread:t1"
     assert record_kind(key, b"{}") == "core"

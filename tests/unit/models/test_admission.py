@@ -10,9 +10,9 @@ import pytest
 from omstream.models.admission import ModelGate, job_deadline, parse_model_limits, queued, retry_after
 from omstream.models.calls import RetryPolicy, run_job
 from omstream.models.scripted import reset_failures
+from omstream.pipeline.answering import answer_job
 from omstream.schemas.codec import encode
 from omstream.settings import SettingsError, load_settings
-from omstream.worker.model_agent import answer_job
 from tests.unit.models.test_model_calls import FakeSleep, job
 
 

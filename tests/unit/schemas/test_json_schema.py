@@ -332,7 +332,7 @@ VALID: dict[str, dict[str, Any]] = {
     "om-memory-deleted.json": {**ENVELOPE, "type": "om-memory-deleted",
                                "data": {"reason": "thread-deleted", "generationCount": 2}},
     "data-part.json": {"type": "data-om-activation", "id": "b1", "data": {"cycleId": "b1"}, "transient": False},
-    # As the worker writes it (`omstream.worker.folding.refuse`): the record's key, null when it had none.
+    # As the worker writes it (`omstream.pipeline.folding.refuse`): the record's key, null when it had none.
     "dead-letter.json": {"type": "dead-letter", "code": "wrong-key", "reason": "record key must be the memory key",
                          "source": {"topic": "om.log", "partition": 3, "offset": 41}, "key": None,
                          "value": "eyJ0aHJlYWRJZCI6InQxIn0="},

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import orjson
 
+from omstream.replay.replay import ReplayProgress, ReplayResult
 from omstream.settings import LIVE, Settings
 from omstream.versions import DefaultVersion, Registry, StatsSummary, VersionInfo, version_info
 from omstream.versions.records import version_key, version_name
-from omstream.versions.replay import ReplayProgress, ReplayResult
 
 
 def test_a_version_record_has_the_bytes_it_always_had():

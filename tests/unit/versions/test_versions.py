@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from omstream.engine.fold import EngineConfig, addressed, fold, new_state
 from omstream.engine.step import config_digest
-from omstream.models.cache import answer_from
 from omstream.models.calls import untimed
+from omstream.pipeline.cache import answer_from
 from omstream.schemas.config import load_om_config
 from omstream.schemas.jobs import ChatMessage, request_hash
 from omstream.settings import Settings

@@ -16,15 +16,15 @@ import pytest
 import rocksdict
 
 from omstream.limits import Limits
-from omstream.memories import StateCache, StateWrite
+from omstream.pipeline.folding import FoldContext
+from omstream.pipeline.memories import StateCache, StateWrite
+from omstream.pipeline.sending import Headers, OutputRecord
+from omstream.pipeline.storage import load_state
 from omstream.schemas.codec import encode
 from omstream.settings import Settings
-from omstream.storage import load_state
 from omstream.topics import Topics
 from omstream.versions import WorkerStats
 from omstream.worker.fold_loop import FoldLoop
-from omstream.worker.folding import FoldContext
-from omstream.worker.sending import Headers, OutputRecord
 from omstream.worker.table import StateStore
 from tests.helpers import T0, engine, message, until
 

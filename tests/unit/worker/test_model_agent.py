@@ -13,14 +13,14 @@ from types import SimpleNamespace
 
 import orjson
 
+from omstream.pipeline.sending import Headers, OutputRecord
+from omstream.pipeline.signing import HEADER, sign, signed
 from omstream.schemas.codec import decode_input, encode
 from omstream.schemas.dead_letters import DeadLetter
 from omstream.schemas.jobs import ChatMessage, ModelJob, ModelResult
-from omstream.signing import HEADER, sign, signed
 from omstream.topics import Topics
 from omstream.versions import WorkerStats
 from omstream.worker.model_agent import ModelAgent
-from omstream.worker.sending import Headers, OutputRecord
 from tests.helpers import engine, until
 
 TOPICS = Topics("om")

@@ -1,4 +1,4 @@
-"""The fold agent with a namespace key (`omstream.worker.sealed_fold`, issue 31), no broker: the
+"""The fold agent with a namespace key (`omstream.pipeline.sealed_fold`, issue 31), no broker: the
 key ring is a `MemoryRing`, the rest the fakes of `test_fold_loop`.
 
 Sealed inputs fold to the plain fold's outputs, sealed; a refold writes the same bytes; the
@@ -16,15 +16,15 @@ import pytest
 from omstream.crypto.errors import Shredded
 from omstream.crypto.sealing import Sealer, content_owner
 from omstream.limits import Limits
-from omstream.memories import StateCache
+from omstream.pipeline.folding import FoldContext
+from omstream.pipeline.memories import StateCache
+from omstream.pipeline.sealed_fold import BatchKeys, StateBlobs
+from omstream.pipeline.storage import load_state
 from omstream.schemas.codec import encode
 from omstream.schemas.control import ResourceDeleted, ThreadDeleted
 from omstream.settings import Settings
-from omstream.storage import load_state
 from omstream.versions import WorkerStats
 from omstream.worker.fold_loop import FoldLoop
-from omstream.worker.folding import FoldContext
-from omstream.worker.sealed_fold import BatchKeys, StateBlobs
 from omstream.worker.table import StateStore
 from tests.helpers import T0, engine, message
 from tests.unit.crypto.keys import MemoryRing
@@ -248,11 +248,11 @@ async def test_deleting_a_resource_shreds_every_thread(worlds):
 
 
 def bulk_events(seal: Sealer | None, records: list, shredded: str | None = None):
-    """The bulk fold of a settled version (`omstream.versions.bulk_fold`), outputs opened."""
+    """The bulk fold of a settled version (`omstream.replay.bulk_fold`), outputs opened."""
     from dataclasses import replace
 
+    from omstream.replay.bulk_fold import BulkFold, Record
     from omstream.schemas.codec import decode_job
-    from omstream.versions.bulk_fold import BulkFold, Record
     from tests.helpers import scripted_result
 
     class Answers:
@@ -300,8 +300,8 @@ def test_the_bulk_fold_passes_over_a_shredded_memory():
 
 
 async def test_a_sealed_signed_result_is_checked_on_its_sealed_bytes_and_folded(worlds):
+    from omstream.pipeline.signing import HEADER, sign
     from omstream.schemas.codec import decode_job
-    from omstream.signing import HEADER, sign
     from tests.helpers import scripted_result
 
     async def run(seal: Sealer | None, name: str) -> list[bytes]:

@@ -13,10 +13,10 @@ import orjson
 
 from omstream.crypto import PLAIN, Sealer
 from omstream.engine.fold import EngineConfig
-from omstream.models.cache import ResultCache, sealed_lookup
+from omstream.pipeline.cache import ResultCache, sealed_lookup
+from omstream.pipeline.signing import signed
 from omstream.schemas.codec import decode_input, encode
 from omstream.schemas.jobs import ModelJob, ModelResult
-from omstream.signing import signed
 from omstream.versions import WorkerStats
 from omstream.worker.model_agent import ModelAgent
 from tests.helpers import engine, until
@@ -155,8 +155,8 @@ async def _ack(_: Any) -> bool:
 
 
 async def test_the_bulk_replay_hits_the_live_agents_entries_of_a_sealed_memory() -> None:
+    from omstream.replay.bulk import CachedAnswers
     from omstream.settings import Settings
-    from omstream.versions.bulk import CachedAnswers
 
     sealer = Sealer(cast(Any, MemoryRing()))
     answers = cache(sealer)

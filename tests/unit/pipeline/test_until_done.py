@@ -1,10 +1,10 @@
-"""`omstream.worker.sending.until_done`: what the fold and model agents must not lose is retried until sent."""
+"""`omstream.pipeline.sending.until_done`: what the fold and model agents must not lose is retried until sent."""
 
 import asyncio
 
 import pytest
 
-from omstream.worker.sending import until_done
+from omstream.pipeline.sending import until_done
 
 
 def test_a_failing_send_is_retried_until_it_succeeds(caplog):

@@ -1,4 +1,4 @@
-"""The fold agent's guards (omstream.worker.folding.fold_record): no record can crash it.
+"""The fold agent's guards (omstream.pipeline.folding.fold_record): no record can crash it.
 
 Each bad record becomes one `<ns>.dlq` record with its code and leaves the memory's state as it
 was; a model answer that cannot be applied ends its cycle with the cycle's failed event.
@@ -12,19 +12,19 @@ from types import SimpleNamespace
 import orjson
 import pytest
 
-import omstream.worker.folding as folding
+import omstream.pipeline.folding as folding
 from omstream.engine.fold import fold, new_state
 from omstream.engine.state import MemoryState
 from omstream.limits import Limits
-from omstream.memories import Memories
+from omstream.pipeline.folding import MAX_OUTPUT_BYTES, FoldContext, Outcome, fold_record
+from omstream.pipeline.memories import Memories
+from omstream.pipeline.signing import HEADER, sign
+from omstream.pipeline.storage import load_state
 from omstream.schemas.codec import decode_input, encode
 from omstream.schemas.jobs import ModelJob
 from omstream.schemas.messages import Message
 from omstream.settings import Settings
-from omstream.signing import HEADER, sign
-from omstream.storage import load_state
 from omstream.topics import Topics
-from omstream.worker.folding import MAX_OUTPUT_BYTES, FoldContext, Outcome, fold_record
 from tests.helpers import T0, engine, message, scripted_result
 
 KEY = b"thread:t1"

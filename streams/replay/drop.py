@@ -11,7 +11,7 @@ import contextlib
 from .. import kafka
 from ..settings import Settings
 from ..topics import Topics
-from .registry import forget
+from ..versions.registry import forget
 
 __all__ = ["drop_version"]
 

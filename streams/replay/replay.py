@@ -15,7 +15,7 @@ How it applies model results is chosen from the registry (`omstream.versions.reg
   result arrives, so the new memory does not depend on how fast any model answered (the
   semantics of `om simulate`); answers to requests made before come from the cache.
 
-A new settled version is folded at bulk speed first (`omstream.versions.bulk`: in this
+A new settled version is folded at bulk speed first (`omstream.replay.bulk`: in this
 process, jobs answered from the cache or the model without a round trip through the broker,
 outputs and states written in large batches), and its worker then takes over at the log's end
 (`bulk=False`, `om replay --no-bulk`: the worker folds it all).
@@ -40,10 +40,10 @@ from .. import kafka
 from ..processes import start_child, stop_child
 from ..settings import LIVE, Settings
 from ..topics import Topics, ensure_topics, partitions_of
+from ..versions.records import VersionInfo
+from ..versions.registry import Registry, read_registry, register, version_info
+from ..versions.stats import StatsSummary, WorkerStats, stats_path
 from .bulk import BulkResult, bulk_ready, bulk_replay
-from .records import VersionInfo
-from .registry import Registry, read_registry, register, version_info
-from .stats import StatsSummary, WorkerStats, stats_path
 from .watch import Positions, Watch
 
 __all__ = ["ReplayProgress", "ReplayRefused", "ReplayResult", "choose_mode", "replay"]

@@ -1,6 +1,6 @@
-"""The stored layout of a memory (omstream.storage): what is written, what is read back, and old states.
+"""The stored layout of a memory (omstream.pipeline.storage): what is written, what is read back, and old states.
 
-The store here is a dict standing in for one partition's RocksDB; `Memories` (`omstream.memories`)
+The store here is a dict standing in for one partition's RocksDB; `Memories` (`omstream.pipeline.memories`)
 and `plan_writes` are the worker's own code.
 """
 
@@ -14,14 +14,14 @@ from hypothesis import strategies as st
 
 from omstream.engine.fold import fold, new_state
 from omstream.engine.state import MemoryState, PendingMessage
-from omstream.memories import Memories, StateCache
-from omstream.storage import SEP, load_state
+from omstream.pipeline.memories import Memories, StateCache
+from omstream.pipeline.storage import SEP, load_state
 from tests.helpers import engine, message, scripted_result
 
 KEY = b"thread:t1"
 LIMIT = 900 * 1024
 load_pending = PendingMessage.model_validate_json
-V1 = Path(__file__).resolve().parents[1] / "fixtures" / "states" / "v1-thread-t1.json"
+V1 = Path(__file__).resolve().parents[2] / "fixtures" / "states" / "v1-thread-t1.json"
 
 
 class Table:

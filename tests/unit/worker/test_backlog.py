@@ -1,4 +1,4 @@
-"""The fold agent's read-ahead (`omstream.backlog`): per-memory order, fair shares, bounds."""
+"""The fold agent's read-ahead (`omstream.worker.backlog`): per-memory order, fair shares, bounds."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from omstream.backlog import Backlog, Intake, lanes
+from omstream.worker.backlog import Backlog, Intake, lanes
 
 # (key, size) of each record in arrival order; the record itself is its arrival index.
 arrivals = st.lists(st.tuples(st.sampled_from("abcde"), st.integers(0, 50)), max_size=200)

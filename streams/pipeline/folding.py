@@ -5,8 +5,8 @@ For each record, in log order (a memory's records always in their order), `fold_
 the input limits (`omstream.limits`: size and JSON depth on the raw bytes, parts, characters
 per part and `createdAt` against the record's log time after decoding, held inputs per memory)
 and decodes it (unreadable records go to `<ns>.dlq` with the reason and the original bytes; a
-model result without the model agents' signature too, see `omstream.signing`); loads the
-memory's state, once per batch (`omstream.memories`); skips the record if the state already
+model result without the model agents' signature too, see `omstream.pipeline.signing`); loads the
+memory's state, once per batch (`omstream.pipeline.memories`); skips the record if the state already
 folded its offset (a redelivery after a crash); calls `fold` and checks the size of every
 output and state record it makes.
 
@@ -19,7 +19,7 @@ and the memory starts again.
 
 With a namespace key, `fold_record` opens each input before the limits and the decoding (the
 signature of a model result is checked on the bytes as written, sealed), passes over an input
-whose key was shredded and seals what it writes (`omstream.worker.sealed_fold`); the engine
+whose key was shredded and seals what it writes (`omstream.pipeline.sealed_fold`); the engine
 never sees a ciphertext.
 """
 
@@ -44,12 +44,12 @@ from omstream.schemas.keys import memory_key, unrouted
 from omstream.schemas.messages import Message
 
 from ..limits import Limits, check_held, check_message, check_raw
-from ..memories import Memories, TooLarge
 from ..settings import Settings
-from ..signing import signed
 from ..topics import Topics
+from .memories import Memories, TooLarge
 from .sealed_fold import BatchKeys, deleted_owners, event_context, event_owner, job_context
 from .sending import OutputRecord
+from .signing import signed
 
 __all__ = ["MAX_OUTPUT_BYTES", "Consumed", "FoldContext", "Outcome", "dead_letter", "fold_batch", "fold_record",
            "refuse"]
@@ -98,7 +98,7 @@ class Outcome:
     records: list[OutputRecord] = field(default_factory=list)
     key: bytes = b""
     state: MemoryState | None = None
-    shreds: tuple[str, ...] = ()  # the owners the record deleted (`omstream.worker.sealed_fold`)
+    shreds: tuple[str, ...] = ()  # the owners the record deleted (`omstream.pipeline.sealed_fold`)
 
 
 class _Refused(OmError):

@@ -1,9 +1,9 @@
 """One partition of a settled version's history, folded in-process: no round trip per job.
 
-A settled version's worker (`omstream.versions.replay`) folds every record through the live
+A settled version's worker (`omstream.replay.replay`) folds every record through the live
 path: a job goes to `<ns>.jobs`, its answer comes back at the log's end, and meanwhile the
 memory holds the rest of its history (`omstream.engine.fold.holds`), which the answer releases.
-Here the same records go through the same code (`omstream.worker.folding.fold_record`: limits,
+Here the same records go through the same code (`omstream.pipeline.folding.fold_record`: limits,
 decoding, dead letters, the fold, the size of every output), and a job's answer is folded as
 soon as the fold would hold the memory's next record behind it: live, that record and the
 rest would wait in the state and be folded right after the answer, so folding the answer
@@ -24,13 +24,13 @@ last folded offset: the state's position stays the last record of the log it fol
 live worker that takes over folds every later record (and no earlier one).  Its events carry
 that offset (`inputOffset`); live they carry the offset the answer got at the log's end.
 
-`Answers` answers a job (`omstream.versions.bulk` has the cache and the model calls); None
+`Answers` answers a job (`omstream.replay.bulk` has the cache and the model calls); None
 means this very cycle's answer is on the log already, so the memory is deferred and folds that
 record where the log has it.
 
 With a namespace key (`sealer`), records are opened as the live fold opens them (a record of a
 shredded memory is passed over) and the outputs and states sealed as it seals them
-(`omstream.worker.sealed_fold`), but a bulk replay never shreds: the deletions it reads were
+(`omstream.pipeline.sealed_fold`), but a bulk replay never shreds: the deletions it reads were
 shredded when the live version folded them, and the keys they left current belong to what came
 after.
 """
@@ -50,11 +50,11 @@ from omstream.engine.fold import Input, addressed, holds
 from omstream.schemas.codec import DecodeFailure, decode_input, encode
 from omstream.schemas.jobs import ModelResult
 
-from ..memories import Memories, StateWrite
-from ..signing import HEADER, sign
-from ..worker.folding import MAX_OUTPUT_BYTES, FoldContext, Outcome, fold_record
-from ..worker.sealed_fold import BatchKeys, StateBlobs, batch_keys
-from ..worker.sending import OutputRecord
+from ..pipeline.folding import MAX_OUTPUT_BYTES, FoldContext, Outcome, fold_record
+from ..pipeline.memories import Memories, StateWrite
+from ..pipeline.sealed_fold import BatchKeys, StateBlobs, batch_keys
+from ..pipeline.sending import OutputRecord
+from ..pipeline.signing import HEADER, sign
 
 __all__ = ["Answers", "BulkFold", "Record", "folds_as_live"]
 

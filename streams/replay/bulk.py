@@ -1,6 +1,6 @@
 """`om replay` at bulk speed: a new settled version folded in this process, then handed over.
 
-A settled replay through the version's worker (`omstream.versions.replay`) sends every job to
+A settled replay through the version's worker (`omstream.replay.replay`) sends every job to
 `<ns>.jobs` and waits for its answer to come back at the log's end, holding the memory's
 history meanwhile.  For a new settled version this module does the same work without the
 round trips:
@@ -8,14 +8,14 @@ round trips:
 1. **read** each partition of `<ns>.log` from the version's committed position (the start, or
    `--from`'s) up to its end offset taken at the start: once for the memories to fold exactly
    as live (a deletion or a result of this version in their history, `bulk_fold`), once to fold;
-2. **fold** each record in-process (`omstream.versions.bulk_fold`: the worker's own
+2. **fold** each record in-process (`omstream.replay.bulk_fold`: the worker's own
    `fold_record`), answering each job from the result cache when an equal request was answered
    before, else by calling the model through the model agent's code (`answer_job`,
    `run_job_with_hooks`, the job deadline, a settled version's untimed answer), one call at a
    time; a new answer goes to `<ns>.cache` as the model agent writes it;
 3. **write**, in large batches: the events and dead letters (acknowledged), then every
    memory's state records to the version's state changelog in the worker's layout
-   (`Memories.writes`, `omstream.storage`), then the version group's committed positions at
+   (`Memories.writes`, `omstream.pipeline.storage`), then the version group's committed positions at
    those end offsets, last.  Jobs are answered here, never sent.
 
 Then the version's worker starts (`replay` does it, after this returns): it restores the
@@ -42,20 +42,20 @@ from typing import TYPE_CHECKING, Any
 
 from omstream.crypto import PLAIN, Sealer, sealer_of
 from omstream.engine.fold import EngineConfig, addressed
-from omstream.models.cache import ResultCache, answer_from
+from omstream.pipeline.cache import ResultCache, answer_from
 from omstream.schemas.jobs import ModelJob, ModelResult
 
 from .. import kafka
 from ..limits import Limits
-from ..memories import StateWrite
+from ..pipeline.answering import AnswerCache, answer_job, count_call, log_model_call, open_job
+from ..pipeline.folding import FoldContext
+from ..pipeline.memories import StateWrite
+from ..pipeline.sending import OutputRecord
+from ..pipeline.signing import result_key
 from ..settings import Settings
-from ..signing import result_key
 from ..topics import Topics, memory_partition, partitions_of
-from ..worker.folding import FoldContext
-from ..worker.model_agent import AnswerCache, answer_job, count_call, log_model_call, open_job
-from ..worker.sending import OutputRecord
+from ..versions.stats import WorkerStats, stats_path
 from .bulk_fold import BulkFold, Record, folds_as_live
-from .stats import WorkerStats, stats_path
 
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition

@@ -1,5 +1,5 @@
 """The memories one batch of the fold agent touches: each loaded once, folded in memory, and
-written once, as the records `omstream.storage` lays out.
+written once, as the records `omstream.pipeline.storage` lays out.
 
 A batch reads a memory from the batch before it that is still being stored (`unsaved`), else
 from the memories the worker stored last (`StateCache`), else from the local store.  What the
@@ -26,7 +26,7 @@ __all__ = ["Memories", "StateCache", "StateWrite", "TooLarge", "UnreadableState"
 
 
 class Blobs(Protocol):
-    """How the state's records are sealed and opened (`omstream.worker.sealed_fold.StateBlobs`):
+    """How the state's records are sealed and opened (`omstream.pipeline.sealed_fold.StateBlobs`):
     `open` gives None for a record whose key was shredded."""
 
     def open(self, record_key: bytes, raw: bytes | None) -> bytes | None: ...
@@ -185,7 +185,7 @@ class Memories:
 
     def writes(self) -> list[StateWrite]:
         """Every record the batch changes (a value of None deletes), in the order the changelog
-        must hold them: the three phases of `omstream.storage`."""
+        must hold them: the three phases of `omstream.pipeline.storage`."""
         phases: list[list[StateWrite]] = [[], [], []]
         for key, state in self._current.items():
             loaded = self._loaded.get(key)

@@ -1,5 +1,5 @@
 """The stored layout of a memory with a namespace key (`Memories(..., blobs=StateBlobs)`), no broker:
-the tables of `tests.unit.test_storage`, their records sealed, the key ring a `MemoryRing`.
+the tables of `tests.unit.pipeline.test_storage`, their records sealed, the key ring a `MemoryRing`.
 
 Folding a cached memory, or a batch while the previous one is still being stored, writes the
 same records as reading the store every batch, also across a deletion, whether the deletion
@@ -16,13 +16,13 @@ from hypothesis import strategies as st
 
 from omstream.crypto.sealing import Sealer
 from omstream.engine.fold import fold, new_state
-from omstream.memories import Memories, StateCache
+from omstream.pipeline.memories import Memories, StateCache
+from omstream.pipeline.sealed_fold import BatchKeys, StateBlobs
+from omstream.pipeline.storage import load_state
 from omstream.schemas.control import ThreadDeleted
-from omstream.storage import load_state
-from omstream.worker.sealed_fold import BatchKeys, StateBlobs
 from tests.helpers import engine, message
 from tests.unit.crypto.keys import MemoryRing
-from tests.unit.test_storage import KEY, LIMIT, Table, comparable, run
+from tests.unit.pipeline.test_storage import KEY, LIMIT, Table, comparable, run
 
 OWNER = KEY.decode()
 

@@ -1,4 +1,4 @@
-"""Every model job gets an answer (omstream.worker.model_agent.answer_job): unreadable jobs, jobs whose run
+"""Every model job gets an answer (omstream.pipeline.answering.answer_job): unreadable jobs, jobs whose run
 raises and jobs past their deadline answer with a failed result, so no cycle waits forever."""
 
 import asyncio
@@ -7,9 +7,9 @@ import time
 import orjson
 
 from omstream.models.calls import RetryPolicy, run_job, warm_up
+from omstream.pipeline.answering import answer_job
 from omstream.schemas.codec import encode
 from omstream.schemas.jobs import ModelResult
-from omstream.worker.model_agent import answer_job
 from tests.unit.models.test_model_calls import job
 
 

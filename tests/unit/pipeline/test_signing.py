@@ -1,8 +1,8 @@
-"""Model results carry an HMAC that only the model agents can make (omstream.signing)."""
+"""Model results carry an HMAC that only the model agents can make (omstream.pipeline.signing)."""
 
 import stat
 
-from omstream.signing import HEADER, result_key, sign, signed
+from omstream.pipeline.signing import HEADER, result_key, sign, signed
 
 
 def test_a_signature_verifies_only_its_own_bytes_under_its_own_key():
@@ -25,7 +25,7 @@ def test_the_key_is_configured_or_made_once_per_data_dir_and_private(tmp_path):
 
 
 def test_a_fingerprint_names_a_key_without_signing_anything():
-    from omstream.signing import FINGERPRINT_LABEL, fingerprint
+    from omstream.pipeline.signing import FINGERPRINT_LABEL, fingerprint
 
     assert fingerprint(b"k" * 32) == fingerprint(b"k" * 32) != fingerprint(b"j" * 32)
     assert len(fingerprint(b"k")) == 32

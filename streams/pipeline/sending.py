@@ -11,12 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
-if TYPE_CHECKING:
-    import faust
-
-__all__ = ["Headers", "OutputRecord", "ProducerSender", "Sender", "until_done"]
+__all__ = ["Headers", "OutputRecord", "Sender", "until_done"]
 
 # One logger for the whole worker, as before it was a package: log readers filter on it.
 log = logging.getLogger("omstream.worker")
@@ -37,20 +34,6 @@ class Sender(Protocol):
     """Sends records and returns once the broker has every one of them."""
 
     async def send_all(self, records: Sequence[OutputRecord], headers: Headers | None = None) -> None: ...
-
-
-class ProducerSender:
-    """`Sender` through a Faust app's producer, looked up at each send: the app makes it when it
-    is first used, after `build_app` has returned."""
-
-    def __init__(self, app: faust.App) -> None:
-        self.app = app
-
-    async def send_all(self, records: Sequence[OutputRecord], headers: Headers | None = None) -> None:
-        """Send every record and wait until the broker acknowledges all of them."""
-        futures = [await self.app.producer.send(topic, key, value, partition=None, timestamp=None, headers=headers)
-                   for topic, key, value in records]
-        await asyncio.gather(*futures)
 
 
 async def until_done(what: str, attempt: Callable[[], Awaitable[None]], *, first_delay: float = 0.1,

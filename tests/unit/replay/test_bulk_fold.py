@@ -1,4 +1,4 @@
-"""The bulk fold of a settled version (`omstream.versions.bulk_fold.BulkFold`) without a broker.
+"""The bulk fold of a settled version (`omstream.replay.bulk_fold.BulkFold`) without a broker.
 
 The reference is the live settled path computed in-process: every memory folded as live (its
 answers only once the partition's history is read, as they reach the log's end, its records
@@ -16,13 +16,13 @@ from datetime import timedelta
 import orjson
 
 from omstream.limits import Limits
+from omstream.pipeline.folding import FoldContext
+from omstream.replay.bulk_fold import BulkFold, Record, folds_as_live
 from omstream.schemas.codec import decode_job, encode
 from omstream.schemas.control import StepStarted, ThreadDeleted
 from omstream.schemas.jobs import ModelResult
 from omstream.settings import Settings
 from omstream.topics import Topics
-from omstream.versions.bulk_fold import BulkFold, Record, folds_as_live
-from omstream.worker.folding import FoldContext
 from tests.helpers import T0, engine, message, scripted_result
 
 TOPICS = Topics("om")

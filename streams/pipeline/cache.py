@@ -37,7 +37,7 @@ from omstream.schemas.jobs import ModelJob, ModelResult
 
 from .. import kafka
 from ..crypto import PLAIN, DataKey, KeyNotLoaded, Sealer, Shredded, Tampered
-from ..signing import HEADER, sign, signed
+from .signing import HEADER, sign, signed
 
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer
