@@ -18,7 +18,7 @@ development only.  Conversations 5-9 are held out: develop on 0-4.
 
 What runs
 1. **Ingest.** One LoCoMo conversation, session by session, through omstream's real fold,
-   prompts, parsers and model calls, without a broker: the loop of `omstream.simulation.simulate`
+   prompts, parsers and model calls, without a broker: the loop of `omstream.conversations.simulation.simulate`
    (what `om simulate` runs; `bench/quality_ingest.py`, with checkpointed model calls) over chat
    messages made from the turns.  A session's date is the time
    of its first message; the next ones follow a minute apart.  A shared photo becomes

@@ -1,6 +1,6 @@
 """`bench.quality`'s ingest: a LoCoMo conversation through omstream's real fold and model calls.
 
-The loop is `omstream.simulation.simulate`'s (every job settled before the next input, results
+The loop is `omstream.conversations.simulation.simulate`'s (every job settled before the next input, results
 stamped untimed so the same inputs decide the same), with one difference: each model job is
 first looked up in the bench's call checkpoint (`quality_store.CallCache`, by request hash) and
 every answer the model gives is written there as it returns, so a stopped ingest resumes with
@@ -99,7 +99,7 @@ def engine_sources() -> list[Path]:
     from omstream.projections.views import context
 
     root = Path(omstream.__file__).parent
-    return [*sorted((root / "engine").glob("*.py")), root / "simulation.py", Path(context.__file__)]
+    return [*sorted((root / "engine").glob("*.py")), root / "conversations" / "simulation.py", Path(context.__file__)]
 
 
 def observer_outcome(result: Any) -> str:
@@ -168,13 +168,13 @@ async def ingest(thread: str, om: Any, messages: list[Any], cache: CallCache, li
     recall condition feeds its own projection with them); `on_call(job, result)` sees every
     model job with its result, as it is answered (the corpus export reads the prompts there:
     the call checkpoint keeps only the answers)."""
+    from omstream.conversations.simulation import Simulation, driven_config, inputs_of
     from omstream.engine.fold import EngineConfig
     from omstream.engine.rules.tokens import get_counter
     from omstream.models.calls import untimed
     from omstream.models.capabilities import takes_attachments
     from omstream.projections.views.context import ContextProjection, context_messages
     from omstream.schemas.messages import Message
-    from omstream.simulation import Simulation, driven_config, inputs_of
 
     sim = Simulation(EngineConfig(driven_config(om), takes_attachments=takes_attachments))
     calls: list[dict[str, Any]] = []

@@ -7,7 +7,7 @@ Each turn the agent
      the step is in the projection, so the window holds the message just sent and every cycle
      the step triggered (read your own writes),
   3. calls its model through litellm with the window's ready-made `chat` (the observations as a
-     system message, then the messages not yet observed) and the `recall` tool (`omstream.tools`),
+     system message, then the messages not yet observed) and the `recall` tool (`omstream.client.tools`),
      answering the model's recall calls through `om serve` until it replies,
   4. sends the reply and marks the turn's end.
 Meanwhile a second task follows the memory's live feed (`GET /threads/{id}/events`, the same
@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from omstream import Message, OmClient, load_settings
-from omstream.feed_reader import FeedEvent
+from omstream.client.feed_reader import FeedEvent
+from omstream.client.tools import RecallTool
 from omstream.models.calls import complete
-from omstream.tools import RecallTool
 
 MAX_TOOL_ROUNDS = 4  # recall calls answered per turn before the model must reply
 

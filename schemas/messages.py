@@ -299,7 +299,7 @@ class Message(WireModel):
 
     # pydantic runs a model's own `__init__` inside every validation (a message nested in an
     # event, `model_validate`) unless it is marked as the base one: marked, it runs only when
-    # the class is called.  tests/unit/test_client_refusals.py checks both sides.
+    # the class is called.  tests/unit/client/test_client_refusals.py checks both sides.
     __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
     def text(self) -> str:

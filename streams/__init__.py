@@ -25,7 +25,7 @@ _EXPORTS = {
     "load_om_config": "omstream.schemas.config",
     "Settings": "omstream.settings",
     "load_settings": "omstream.settings",
-    "simulate": "omstream.simulation",
+    "simulate": "omstream.conversations.simulation",
 }
 
 
@@ -49,10 +49,10 @@ __all__ = ["Message", "OmClient", "OmConfig", "Settings", "load_om_config", "loa
 
 if TYPE_CHECKING:  # pragma: no cover
     from omstream.client import OmClient
+    from omstream.conversations.simulation import simulate
     from omstream.schemas.config import OmConfig, load_om_config
     from omstream.schemas.messages import Message
     from omstream.settings import Settings, load_settings
-    from omstream.simulation import simulate
 
 
 def __getattr__(name: str) -> Any:

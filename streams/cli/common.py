@@ -72,7 +72,7 @@ def failure(args: argparse.Namespace, exc: Exception) -> tuple[list[str], int] |
     from omstream.projections.serve import ListenError
     from omstream.schemas.config import OmConfigError
 
-    from ..export import UnknownVersion
+    from ..conversations.export import UnknownVersion
     from ..models.local import LocalModelMissing
     from ..processes import port_in_use
     from ..settings import SettingsError

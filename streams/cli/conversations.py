@@ -27,7 +27,7 @@ async def produce_file(settings: Settings, path: Path) -> tuple[int, int]:
     from omstream.schemas.messages import Message
 
     from ..client import OmClient
-    from ..conversation import read_conversation
+    from ..conversations.files import read_conversation
 
     records = read_conversation(path)
     async with OmClient(settings) as client:
@@ -59,7 +59,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     """A thread's history on stdout; a one-line summary on stderr."""
     from tqdm import tqdm
 
-    from ..export import export
+    from ..conversations.export import export
     from ..topics import Topics
 
     settings = reading_settings(args)

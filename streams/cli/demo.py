@@ -34,7 +34,7 @@ from .namespaces import forget_demo, record_demo
 from .tail import tail
 
 if TYPE_CHECKING:
-    from ..conversation import ConversationRecord
+    from ..conversations.files import ConversationRecord
     from ..settings import Settings
 
 __all__ = ["SCRIPTED", "add_commands", "demo_models", "follow_hint", "run_demo"]
@@ -93,7 +93,7 @@ def _ensure_local(models: tuple[str, str]) -> None:
 
 
 def run_demo(settings: Settings, conversation: Path, *, stay: bool, model: str | None = None) -> int:
-    from ..conversation import read_conversation
+    from ..conversations.files import read_conversation
     from ..processes import busy_ports, local_broker, start_child, stop_child
     from ..topics import ensure_topics
 

@@ -203,11 +203,11 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def checked_record(raw: bytes, settings: Settings) -> Any:
     """The record to resend, decoded; `CommandError` with the reason the worker would give
-    (the client's own check before sending, `omstream.outgoing`)."""
+    (the client's own check before sending, `omstream.client.outgoing`)."""
     from omstream.schemas.codec import decode_input
     from omstream.schemas.jobs import ModelResult
 
-    from ..outgoing import RefusedRecord, check_outgoing
+    from ..client.outgoing import RefusedRecord, check_outgoing
 
     try:
         check_outgoing(settings, raw)

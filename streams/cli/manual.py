@@ -20,7 +20,8 @@ def cmd_manual(args: argparse.Namespace) -> int:
 
     Only for a thread the log knows: the worker would otherwise start an empty memory for a
     misspelt id, and the command would seem to do nothing."""
-    from ..client import OmClient, known_thread
+    from ..client import OmClient
+    from ..client.om_client import known_thread
 
     settings = settings_of(args)
     if not asyncio.run(known_thread(settings, args.thread, args.resource)):

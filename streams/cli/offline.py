@@ -18,8 +18,8 @@ __all__ = ["add_commands"]
 def cmd_simulate(args: argparse.Namespace) -> int:
     from omstream.schemas.config import load_om_config
 
+    from ..conversations.simulation import CycleCount, run
     from ..settings import SettingsError, file_problems, read_config_file
-    from ..simulation import CycleCount, run
 
     # Its own --config (args.options) names the options; else the global one.  Their mistakes
     # are settings problems (exit 1); a bad conversation file is exit 2.

@@ -7,7 +7,8 @@ import orjson
 import pytest
 
 from omstream.cli import main
-from omstream.client import OmClient, known_thread
+from omstream.client import OmClient
+from omstream.client.om_client import known_thread
 from omstream.schemas.control import ThreadDeleted
 from tests.helpers import message
 from tests.integration.support import read_all

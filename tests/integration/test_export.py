@@ -22,12 +22,12 @@ import pytest
 
 from omstream.cli import main
 from omstream.client import OmClient
-from omstream.conversation import read_conversation
+from omstream.conversations.files import read_conversation
+from omstream.conversations.simulation import simulate
 from omstream.schemas.codec import decode_input, encode
 from omstream.schemas.control import ControlRecord, StepStarted, ThreadPatched, TurnEnded
 from omstream.schemas.jobs import ModelResult
 from omstream.schemas.messages import Message
-from omstream.simulation import simulate
 from tests.helpers import T0, text_of
 from tests.integration.options import om_options
 from tests.integration.support import EventWatcher, read_all

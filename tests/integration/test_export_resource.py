@@ -18,10 +18,10 @@ from datetime import timedelta
 import pytest
 
 from omstream.client import OmClient
-from omstream.conversation import read_conversation
+from omstream.conversations.files import read_conversation
+from omstream.conversations.simulation import format_timeline, simulate
 from omstream.schemas.codec import encode
 from omstream.schemas.messages import Message
-from omstream.simulation import format_timeline, simulate
 from tests.helpers import T0, text_of
 from tests.integration.options import om_options
 

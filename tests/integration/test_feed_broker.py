@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from omstream.client import OmClient
-from omstream.feed_reader import sse_frames
+from omstream.client.feed_reader import sse_frames
 from omstream.projections.views.parts import part_type
 from omstream.topics import Topics
 from tests.helpers import message

@@ -23,8 +23,8 @@ import pytest
 from aiokafka import TopicPartition
 
 from omstream import kafka
+from omstream.client.intake import IntakeBarrier
 from omstream.crypto.sealing import Sealer, sealer_of
-from omstream.intake import IntakeBarrier
 from omstream.settings import Settings
 from omstream.topics import Topics, ensure_topics, partitions_of, read_until_end
 from omstream.worker.relay import TICK, IntakeRelay, intake_from, owner_of, relay_group

@@ -10,8 +10,8 @@ import asyncio
 import pytest
 
 from omstream.client import OmClient
-from omstream.conversation import read_conversation
-from omstream.simulation import format_timeline
+from omstream.conversations.files import read_conversation
+from omstream.conversations.simulation import format_timeline
 from tests.integration.options import om_options
 from tests.integration.support import EventWatcher
 from tests.scenarios.test_long_thread import SCENARIO, _expected_lines

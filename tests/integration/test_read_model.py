@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from omstream.client import OmClient
-from omstream.feed_reader import sse_frames
+from omstream.client.feed_reader import sse_frames
 from omstream.processes import stop_child
 from omstream.topics import Topics
 from tests.helpers import message

@@ -33,7 +33,7 @@ import pytest
 
 from omstream import kafka
 from omstream.client import OmClient
-from omstream.conversation import read_conversation
+from omstream.conversations.files import read_conversation
 from omstream.projections.feed import ProjectionFeed
 from omstream.repartition import Marker, copied_from, write_marker
 from omstream.replay.watch import Watch

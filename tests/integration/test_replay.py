@@ -34,12 +34,12 @@ import orjson
 import pytest
 
 from omstream.client import OmClient
-from omstream.conversation import read_conversation
-from omstream.export import export
+from omstream.conversations.export import export
+from omstream.conversations.files import read_conversation
+from omstream.conversations.simulation import simulate
 from omstream.replay.watch import Watch
 from omstream.schemas.messages import Message
 from omstream.settings import load_settings
-from omstream.simulation import simulate
 from omstream.topics import Topics, partitions_of
 from tests.integration.options import om_options
 from tests.integration.support import Server, final_states, read_all

@@ -24,6 +24,7 @@ import orjson
 import pytest
 
 from omstream.client import OmClient
+from omstream.conversations.simulation import simulate
 from omstream.engine.prompting.sections import section_bodies, shown_thread_id
 from omstream.engine.rules.tokens import count_messages
 from omstream.projections.views.context import ContextProjection
@@ -33,7 +34,6 @@ from omstream.schemas.control import StepStarted
 from omstream.schemas.jobs import ModelJob, ModelResult
 from omstream.schemas.keys import UnroutedRecord
 from omstream.schemas.messages import Message
-from omstream.simulation import simulate
 from omstream.topics import Topics
 from tests.helpers import T0, text_of
 from tests.integration.options import om_options

@@ -8,7 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from omstream.client import OmClient, known_thread
+from omstream.client import OmClient
+from omstream.client.om_client import known_thread
 from omstream.crypto import sealer_of
 from omstream.schemas.messages import Message
 from tests.helpers import T0

@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import pytest
 
+from omstream.conversations.simulation import Simulation, settle, simulate
 from omstream.engine.step import EngineConfig
 from omstream.models.calls import RetryPolicy
 from omstream.models.hooks import Hooks
@@ -18,7 +19,6 @@ from omstream.models.scripted import reset_failures
 from omstream.schemas.config import load_om_config
 from omstream.schemas.control import ObserveRequested
 from omstream.schemas.messages import Message
-from omstream.simulation import Simulation, settle, simulate
 from tests.helpers import T0, text_of
 
 

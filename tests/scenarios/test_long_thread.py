@@ -13,11 +13,11 @@ import re
 
 import pytest
 
-from omstream.conversation import read_conversation
+from omstream.conversations.files import read_conversation
+from omstream.conversations.simulation import format_timeline, parity_config, run, simulate
 from omstream.projections.views.context import ContextProjection
 from omstream.schemas.codec import decode_event
 from omstream.schemas.config import load_om_config
-from omstream.simulation import format_timeline, parity_config, run, simulate
 from tests.helpers import LONG_THREAD, recorded_config
 
 SCENARIO = LONG_THREAD

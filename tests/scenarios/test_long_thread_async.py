@@ -17,10 +17,10 @@ import re
 
 import pytest
 
-from omstream.conversation import read_conversation
+from omstream.conversations.files import read_conversation
+from omstream.conversations.simulation import format_timeline, parity_config, simulate
 from omstream.projections.views.context import ContextProjection
 from omstream.schemas.config import load_om_config
-from omstream.simulation import format_timeline, parity_config, simulate
 from tests.helpers import recorded_config
 from tests.scenarios.test_long_thread import SCENARIO
 

@@ -13,11 +13,11 @@ import hashlib
 import json
 from pathlib import Path
 
+from omstream.conversations.simulation import run
 from omstream.engine.prompting.groups import parse_groups
 from omstream.engine.prompting.sections import section_bodies, shown_thread_id
 from omstream.schemas.config import load_om_config
 from omstream.settings import read_config_file
-from omstream.simulation import run
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CONVERSATION = EXAMPLES / "two-threads.jsonl"

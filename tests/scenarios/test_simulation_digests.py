@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from omstream.conversations.simulation import run
 from omstream.schemas.config import load_om_config
-from omstream.simulation import run
 from tests.helpers import LONG_THREAD, recorded_config
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,10 +19,10 @@ from datetime import timedelta
 
 import pytest
 
-from omstream.conversation import read_conversation
+from omstream.conversations.files import read_conversation
+from omstream.conversations.simulation import format_timeline, parity_config, simulate
 from omstream.engine.rules.tokens import get_counter
 from omstream.schemas.config import load_om_config
-from omstream.simulation import format_timeline, parity_config, simulate
 from tests.helpers import LONG_THREAD, recorded_config
 
 EXPECTED = LONG_THREAD / "expected-sync-timeline.txt"

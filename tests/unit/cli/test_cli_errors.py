@@ -200,7 +200,7 @@ def test_every_error_of_a_command_ends_in_one_place():
     import argparse
 
     from omstream.cli.common import CommandError, failure
-    from omstream.export import UnknownVersion
+    from omstream.conversations.export import UnknownVersion
     from omstream.infra.broker import BrokerError
     from omstream.models.local import LocalModelMissing
     from omstream.schemas.errors import OmError
@@ -221,7 +221,7 @@ def test_the_read_side_loads_no_writer():
     import sys
 
     code = ("import sys, omstream.projections.serve; "
-            "print(sorted(m for m in ('omstream.client', 'omstream.conversation', 'aiokafka') if m in sys.modules))")
+            "print(sorted(m for m in ('omstream.client', 'omstream.conversations.files', 'aiokafka') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

@@ -9,7 +9,7 @@ import pytest
 
 from omstream.cli import main
 from omstream.cli.common import EXAMPLES
-from omstream.simulation import CycleCount, cycle_count
+from omstream.conversations.simulation import CycleCount, cycle_count
 
 CONVERSATION = EXAMPLES / "demo-conversation.jsonl"
 OPTIONS = EXAMPLES / "simulate.toml"

@@ -12,10 +12,10 @@ from typing import Any, cast
 
 import orjson
 
+from omstream.conversations.export import ExportSummary, Selection, choose, write_chosen
 from omstream.crypto import Sealer
 from omstream.crypto.opening import Opener, record_owner
 from omstream.crypto.sealing import PLAIN, is_marked
-from omstream.export import ExportSummary, Selection, choose, write_chosen
 from omstream.schemas.codec import encode
 from omstream.schemas.control import StepStarted, ThreadDeleted
 from omstream.settings import Settings

@@ -8,13 +8,13 @@ import asyncio
 import pytest
 from pydantic import BaseModel
 
+from omstream.conversations.simulation import simulate
 from omstream.engine.fold import fold
 from omstream.engine.prompting.prompts import observer_system_prompt
 from omstream.engine.rules import extraction
 from omstream.projections.views.context import ContextProjection
 from omstream.schemas.config import OmConfigError, load_om_config, slugify
 from omstream.schemas.control import ThreadPatched
-from omstream.simulation import simulate
 from tests.helpers import engine, fold_inputs, message, scripted_result
 
 ANSWER = """<observations>

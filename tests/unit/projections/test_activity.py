@@ -10,13 +10,13 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from omstream.api_tokens import TokenTable, grants_from_text
 from omstream.cli.common import EXAMPLES
-from omstream.conversation import read_conversation
+from omstream.conversations.files import read_conversation
+from omstream.conversations.simulation import simulate
 from omstream.projections.feed import ProjectionFeed
 from omstream.projections.http.web import build_web_app
 from omstream.projections.views.activity import ActivityIndex
 from omstream.projections.views.history import EventHistory
 from omstream.settings import Settings, read_config_file
-from omstream.simulation import simulate
 
 T0_MS = 1_800_000_000_000
 

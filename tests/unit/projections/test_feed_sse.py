@@ -8,8 +8,8 @@ import orjson
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from omstream.client.feed_reader import FeedEvent, follow_feed, sse_frames
 from omstream.engine.fold import fold
-from omstream.feed_reader import FeedEvent, follow_feed, sse_frames
 from omstream.projections.feed import ProjectionFeed
 from omstream.projections.http.sse import FEED_OPTIONS, FeedOptions
 from omstream.projections.http.web import build_web_app

@@ -1,4 +1,4 @@
-"""`omstream.tools`: the recall tool's OpenAI-style definition and its handler, answered by the
+"""`omstream.client.tools`: the recall tool's OpenAI-style definition and its handler, answered by the
 read side's route (`build_web_app` over a projection of folded events, no broker)."""
 
 import json
@@ -6,11 +6,11 @@ import json
 from aiohttp.test_utils import TestServer
 
 from omstream.client import OmClient
+from omstream.client.tools import RecallTool, recall_tool_definition
 from omstream.engine.rules.resolution import ResolvedRetrieval
 from omstream.projections.feed import ProjectionFeed
 from omstream.projections.http.web import build_web_app
 from omstream.settings import Settings
-from omstream.tools import RecallTool, recall_tool_definition
 from tests.unit.projections.recall_helpers import msg, project
 
 

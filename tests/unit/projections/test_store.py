@@ -10,8 +10,8 @@ import os
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from omstream.client.feed_reader import sse_frames
 from omstream.engine.fold import fold, new_state
-from omstream.feed_reader import sse_frames
 from omstream.projections.feed import ProjectionFeed
 from omstream.projections.follower import Batch
 from omstream.projections.http.web import build_web_app

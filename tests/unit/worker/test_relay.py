@@ -194,7 +194,7 @@ def test_unsealed_content_on_the_log_is_warned_about_once_per_memory(caplog: Any
 
 
 def test_the_barrier_is_inactive_without_a_namespace_key() -> None:
-    from omstream.intake import IntakeBarrier
+    from omstream.client.intake import IntakeBarrier
 
     async def body() -> None:
         barrier = IntakeBarrier(replace(Settings(), bootstrap="nowhere:1"))  # never contacted
@@ -224,7 +224,7 @@ class _Offsets:
 
 
 def test_the_barrier_waits_for_what_was_written_and_skips_the_second_trip_when_nothing_was() -> None:
-    from omstream.intake import IntakeBarrier
+    from omstream.client.intake import IntakeBarrier
 
     async def body() -> None:
         barrier = IntakeBarrier(replace(Settings(), bootstrap="nowhere:1"))

@@ -10,13 +10,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from omstream.conversation import messages_of, read_conversation, turns
+from omstream.conversations.files import messages_of, read_conversation, turns
+from omstream.conversations.simulation import driven_config, has_loop_markers, inputs_of, simulate
 from omstream.engine.fold import EngineConfig
 from omstream.schemas.codec import encode
 from omstream.schemas.config import load_om_config
 from omstream.schemas.control import ObserveRequested, StepStarted, ThreadPatched, TurnEnded
 from omstream.schemas.messages import Message
-from omstream.simulation import driven_config, has_loop_markers, inputs_of, simulate
 from tests.helpers import T0, fold_inputs, message
 
 

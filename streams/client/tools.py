@@ -1,6 +1,6 @@
 """Tools an agent loop gives its model: `recall` (spec §12), answered by `om serve`.
 
-    from omstream.tools import RecallTool
+    from omstream.client.tools import RecallTool
 
     tool = RecallTool(om, thread_id="t1")                 # om: an OmClient
     reply = await litellm.acompletion(model=..., messages=window["chat"], tools=[tool.definition])
@@ -24,7 +24,7 @@ from omstream.projections.recall.instructions import recall_instructions
 from omstream.projections.recall.params import PART_TYPES, RecallError
 
 if TYPE_CHECKING:
-    from .client import OmClient
+    from .om_client import OmClient
 
 __all__ = ["RECALL", "RecallTool", "recall_tool_definition"]
 

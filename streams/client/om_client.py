@@ -53,17 +53,17 @@ from omstream.schemas.keys import UnroutedRecord, memory_key, unrouted
 from omstream.schemas.messages import Message
 from omstream.schemas.positions import LogPosition
 
-from . import kafka
-from .conversation import ConversationRecord, turns
-from .crypto import Sealer, content_owner, sealer_of
-from .crypto.fields import content_paths
-from .crypto.opening import Opener
-from .crypto.sealing import is_marked
+from .. import kafka
+from ..conversations.files import ConversationRecord, turns
+from ..crypto import Sealer, content_owner, sealer_of
+from ..crypto.fields import content_paths
+from ..crypto.opening import Opener
+from ..crypto.sealing import is_marked
+from ..settings import Settings
+from ..topics import Topics, memory_partition, partitions_of, read_until_end
 from .feed_reader import FeedEvent, follow_feed
 from .intake import IntakeBarrier
 from .outgoing import RefusedRecord, check_outgoing
-from .settings import Settings
-from .topics import Topics, memory_partition, partitions_of, read_until_end
 
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaProducer

@@ -23,8 +23,8 @@ from omstream.schemas.control import ResourceDeleted
 from omstream.schemas.errors import OmError
 from omstream.schemas.messages import Message
 
-from .limits import Limits, check_message, check_raw
-from .settings import Settings
+from ..limits import Limits, check_message, check_raw
+from ..settings import Settings
 
 __all__ = ["RefusedRecord", "check_outgoing"]
 

@@ -13,7 +13,7 @@ import pytest
 
 from omstream.cli import main
 from omstream.cli.conversations import produce_file
-from omstream.export import ExportSummary, Selection, choose, refused_positions
+from omstream.conversations.export import ExportSummary, Selection, choose, refused_positions
 from omstream.schemas.codec import encode
 from omstream.schemas.control import ResourceDeleted, StepStarted, TurnEnded
 from omstream.schemas.messages import Message

@@ -15,7 +15,8 @@ from typing import Any, cast
 import orjson
 import pytest
 
-from omstream.client import OmClient, RefusedRecord, ServerRefused, _refusal
+from omstream.client import OmClient
+from omstream.client.om_client import RefusedRecord, ServerRefused, _refusal
 from omstream.crypto import PLAIN
 from omstream.schemas.config import load_om_config
 from omstream.schemas.control import ResourceDeleted, ThreadPatched
@@ -23,7 +24,7 @@ from omstream.schemas.errors import OmError
 from omstream.schemas.keys import UnroutedRecord
 from omstream.schemas.messages import InvalidMessage, Message, TextPart
 from omstream.settings import Settings
-from tests.unit.test_client_sealing import Producer
+from tests.unit.client.test_client_sealing import Producer
 
 NOW = datetime.now(UTC)
 

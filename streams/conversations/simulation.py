@@ -2,7 +2,7 @@
 
 A user can try a configuration on an exported conversation in seconds; we get a conformance
 harness that runs exactly the code the worker runs (the fold, litellm and the providers), minus
-Kafka.  A conversation is JSON lines (`omstream.conversation`): chat messages
+Kafka.  A conversation is JSON lines (`omstream.conversations.files`): chat messages
 `{threadId, resourceId?, role, content, createdAt, id?}`, and optionally the log's other input
 records (agent-loop markers, commands), as `om export` writes a thread's history.
 
@@ -35,12 +35,12 @@ from omstream.schemas.jobs import ModelJob, ModelResult
 from omstream.schemas.keys import memory_key
 from omstream.schemas.messages import Message
 
-from .conversation import ConversationRecord, messages_of, read_conversation, turns
-from .engine.fold import EngineConfig, Input, fold, new_state
-from .engine.state import MemoryState
-from .models.calls import RetryPolicy, untimed
-from .models.capabilities import takes_attachments
-from .models.hooks import Hooks, run_job_with_hooks
+from ..engine.fold import EngineConfig, Input, fold, new_state
+from ..engine.state import MemoryState
+from ..models.calls import RetryPolicy, untimed
+from ..models.capabilities import takes_attachments
+from ..models.hooks import Hooks, run_job_with_hooks
+from .files import ConversationRecord, messages_of, read_conversation, turns
 
 __all__ = ["CycleCount", "Simulation", "cycle_count", "format_timeline", "has_loop_markers", "inputs_of", "settle",
            "simulate", "turns"]
@@ -182,7 +182,7 @@ class CycleCount:
     def failure_line(self) -> str | None:
         """What a run with failed cycles must say (None when none failed): a run whose every
         cycle failed, for want of a model key say, otherwise looks like a quiet success."""
-        from .plural import plural
+        from ..plural import plural
 
         if not self.failed:
             return None

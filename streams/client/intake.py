@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 
 from omstream.schemas.errors import OmError
 
-from . import kafka
-from .topics import Topics, memory_partition, partitions_of, sealed
+from .. import kafka
+from ..topics import Topics, memory_partition, partitions_of, sealed
 
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaConsumer
 
-    from .settings import Settings
+    from ..settings import Settings
 
 __all__ = ["IntakeBacklog", "IntakeBarrier"]
 

@@ -41,10 +41,10 @@ from omstream.schemas.errors import OmError
 from omstream.schemas.jobs import ModelResult
 from omstream.schemas.keys import memory_key
 
-from .conversation import ConversationRecord
-from .plural import plural
-from .settings import Settings
-from .topics import Topics, memory_partition, partitions_of, read_until_end
+from ..plural import plural
+from ..settings import Settings
+from ..topics import Topics, memory_partition, partitions_of, read_until_end
+from .files import ConversationRecord
 
 __all__ = ["ExportSummary", "Selection", "UnknownVersion", "choose", "export", "refused_positions"]
 
