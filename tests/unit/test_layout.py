@@ -3,7 +3,8 @@
 Read from the source with `ast`, not by importing it, so an import hidden in a function (the
 usual way a cycle is papered over) counts as much as one at the top of a module.  Imports under
 `if TYPE_CHECKING:` are left out: they never run.  What the engine may import from outside
-itself is test_engine_purity.py's; how its rooms, and the read side's, may import each other is here.
+itself is test_engine_purity.py's; how its rooms, the read side's and those of streams/ may import each other
+is here.
 """
 
 from __future__ import annotations
@@ -303,3 +304,111 @@ def test_a_read_side_module_in_the_wrong_room_or_an_import_against_the_floors_wo
     rooms = engine_rooms(moved, r, READ_ROOM_PACKAGES)
     assert rooms != READ_ROOMS and "dates" in rooms["http"] and "dates" not in rooms["views"]
     assert len(rooms[""]) > MAX_READ_ROOT
+
+
+# --- the rooms of streams/ ------------------------------------------------------------------------
+STREAMS = "omstream"
+#: The other folders mapped into the package: they are not rooms of streams/.
+OTHER_FOLDERS = tuple(package for package in PACKAGES.values() if package != STREAMS)
+#: Which modules the rooms that hold the fold and its edges keep (`__init__` of each maps the same).
+STREAMS_ROOMS = {
+    "pipeline": {"answering", "cache", "folding", "memories", "sealed_fold", "sending", "signing", "storage"},
+    "worker": {"app", "backlog", "capability", "faust_repairs", "fold_loop", "key_agreement", "model_agent", "relay",
+               "table"},
+    "replay": {"bulk", "bulk_fold", "drop", "replay", "watch"},
+    "versions": {"records", "registry", "stats"},
+    "client": {"feed_reader", "intake", "om_client", "outgoing", "tools"},
+    "conversations": {"export", "files", "simulation"},
+}
+MAX_ROOT_MODULES = 10
+#: Places that must not import each other (importer, imported): the worker is Faust, the replay
+#: folds in `om replay`'s process, and both stand on the pipeline, which needs neither.
+FORBIDDEN = (("worker", "replay"), ("replay", "worker"), ("pipeline", "worker"), ("pipeline", "replay"))
+
+
+def streams_place(module: str) -> str | None:
+    """The folder of streams/ a module is in, or the root module it is; None outside streams/
+    (the package itself, the schemas, the read side, infra)."""
+    if module == STREAMS or module.startswith(tuple(f"{o}." for o in OTHER_FOLDERS)) or module in OTHER_FOLDERS:
+        return None
+    return module.removeprefix(STREAMS + ".").split(".")[0]
+
+
+def streams_rooms(modules: Iterable[str]) -> dict[str, set[str]]:
+    """The modules of streams/ by folder ("" for the root), each by its last name; a folder's own
+    package (`__init__`) is left out."""
+    rooms: dict[str, set[str]] = {}
+    folders = {m.split(".")[1] for m in modules if m.count(".") >= 2 and streams_place(m) is not None}
+    for module in modules:
+        place = streams_place(module)
+        if place is None:
+            continue
+        if place in folders:
+            if module != f"{STREAMS}.{place}":
+                rooms.setdefault(place, set()).add(module.rpartition(".")[2])
+        else:
+            rooms.setdefault("", set()).add(place)
+    return rooms
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """streams/'s imports between its places: its folders, and the modules at its root."""
+    places: dict[str, set[str]] = {}
+    for module, names in graph.items():
+        here = streams_place(module)
+        if here is None:
+            continue
+        targets = places.setdefault(here, set())
+        for name in names:
+            there = streams_place(name)
+            if there is not None and there != here:
+                targets.add(there)
+                places.setdefault(there, set())
+    return places
+
+
+def forbidden_arrows(graph: dict[str, set[str]], forbidden: tuple[tuple[str, str], ...]) -> list[str]:
+    """Every import from a place to one it must not import."""
+    return [f"{module} -> {name}" for module in sorted(graph) for name in sorted(graph[module])
+            if (streams_place(module), streams_place(name)) in forbidden]
+
+
+def test_the_streams_root_is_small_and_every_module_is_in_its_room():
+    rooms = streams_rooms(MODULES)
+    assert {room: rooms.get(room) for room in STREAMS_ROOMS} == STREAMS_ROOMS
+    assert len(rooms[""]) <= MAX_ROOT_MODULES, sorted(rooms[""])
+
+
+def test_the_folders_of_streams_form_no_cycle_and_the_worker_and_the_replay_stay_apart():
+    # A root module counts as a place of its own: an arrow from the ground floor (settings,
+    # topics...) back up into a room is a cycle too.
+    assert cycles(folder_graph(GRAPH)) == []
+    assert forbidden_arrows(GRAPH, FORBIDDEN) == []
+
+
+def test_a_cycle_between_folders_or_a_forbidden_arrow_would_be_found():
+    s = STREAMS
+    graph = {f"{s}.worker.app": {f"{s}.pipeline.folding", f"{s}.versions.stats"},
+             f"{s}.replay.bulk": {f"{s}.pipeline.folding", f"{s}.versions.stats"},
+             f"{s}.pipeline.folding": {f"{s}.settings", f"{s}.schemas.codec"},
+             f"{s}.versions.stats": {f"{s}.settings"}, f"{s}.settings": set(), f"{s}.schemas.codec": set()}
+    assert folder_graph(graph) == {"worker": {"pipeline", "versions"}, "replay": {"pipeline", "versions"},
+                                   "pipeline": {"settings"}, "versions": {"settings"}, "settings": set()}
+    assert cycles(folder_graph(graph)) == [] and forbidden_arrows(graph, FORBIDDEN) == []
+    # the pipeline reaching up into the worker; the replay borrowing the worker's internals
+    graph[f"{s}.pipeline.folding"] = graph[f"{s}.pipeline.folding"] | {f"{s}.worker.app"}
+    graph[f"{s}.replay.bulk"] = graph[f"{s}.replay.bulk"] | {f"{s}.worker.table"}
+    graph[f"{s}.worker.table"] = set()
+    assert cycles(folder_graph(graph)) == [["pipeline", "worker"]]
+    assert forbidden_arrows(graph, FORBIDDEN) == [f"{s}.pipeline.folding -> {s}.worker.app",
+                                                  f"{s}.replay.bulk -> {s}.worker.table"]
+    # a cycle through a module at the root, no arrow between the two folders at all
+    loop = {f"{s}.settings": {f"{s}.pipeline.limits"}, f"{s}.pipeline.limits": set(),
+            f"{s}.versions.stats": {f"{s}.settings"}, f"{s}.pipeline.folding": {f"{s}.versions.stats"}}
+    assert cycles(folder_graph(loop)) == [["pipeline", "settings", "versions"]]
+    # a module filed in the wrong room, and a root grown past its bound
+    moved = [m for m in MODULES if m != f"{s}.pipeline.signing"] + [f"{s}.worker.signing"]
+    rooms = streams_rooms(moved)
+    assert "signing" in rooms["worker"] and "signing" not in rooms["pipeline"]
+    grown = streams_rooms([*MODULES, *(f"{s}.extra{i}" for i in range(MAX_ROOT_MODULES))])
+    assert len(grown[""]) > MAX_ROOT_MODULES
