@@ -99,7 +99,8 @@ def engine_sources() -> list[Path]:
     from omstream.projections.views import context
 
     root = Path(omstream.__file__).parent
-    return [*sorted((root / "engine").glob("*.py")), root / "conversations" / "simulation.py", Path(context.__file__)]
+    # Every room of the engine (rglob): a change in prompting/ or rules/ is a change of the ingest.
+    return [*sorted((root / "engine").rglob("*.py")), root / "conversations" / "simulation.py", Path(context.__file__)]
 
 
 def observer_outcome(result: Any) -> str:
