@@ -36,6 +36,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from .transcript import DATE_HEADER, MONTHS, clock24
+
 __all__ = [
     "MAX_OBSERVATION_LINES",
     "observer_grammar",
@@ -56,7 +58,6 @@ MAX_REFLECTION_GROUPS = 80  # date groups of a reflection (a level may keep seve
 MAX_REFLECTION_BLOCKS = 120  # observation lines of one date group of a reflection
 MAX_FILLER_LINES = 4       # paragraph and blank lines before a reflection's observation line
 
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 # What the prompts write (`prompts`, `transcript`, `extraction`); pinned by the tests, which
 # build grammars from the engine's real requests.
@@ -66,7 +67,6 @@ _LOG = "## OBSERVATIONS TO REFLECT ON\n\n"
 _LOG_END = "\n\n---\n\nWrite a refined"
 _CUSTOM = "=== CUSTOM INSTRUCTIONS ==="
 _EXTRA = "=== EXTRA SECTIONS ==="
-_DATE_HEADER = re.compile(r"^([A-Z][a-z]{2}) (\d{1,2}) (\d{4}):$")
 _CLOCK = re.compile(r"^[^:\n]*?\((\d{1,2}):(\d{2}) ([AP])M\): ")
 _THREAD_OPEN = re.compile(r'^<thread id="([^"\n]*)">$')
 _LOG_DATE = re.compile(r"^Date: ((?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{1,2}, \d{4})$",
@@ -218,7 +218,7 @@ def reflector_grammar(*, hints: bool, sections: Sequence[str] = (), dates: Seque
     if dates:
         date = g.add("r-date", _choice(list(dict.fromkeys(dates))))
     else:
-        g.add("r-month", _choice(_MONTHS))
+        g.add("r-month", _choice(MONTHS))
         date = g.add("r-date", 'r-month " " ([1-9] | [12] [0-9] | "3" [01]) ", " [12] [0-9] [0-9] [0-9]')
     g.add("r-time", '([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9]')
     g.add("r-line", '"* " priority " (" r-time ") " text "\\n"')
@@ -247,10 +247,6 @@ def reflector_grammar(*, hints: bool, sections: Sequence[str] = (), dates: Seque
 
 
 # --- reading the request ------------------------------------------------------------------------
-def _clock24(hour: str, minute: str, half: str) -> str:
-    return f"{int(hour) % 12 + (12 if half == 'P' else 0):02d}:{minute}"
-
-
 def transcript_times(transcript: str) -> dict[str | None, dict[str, tuple[str, ...]]]:
     """The dates and times of a rendered transcript (`transcript.render_transcript`), per
     thread block (`<thread id>`; None outside any): date "Mar 9, 2024" → times "21:15", in
@@ -264,7 +260,7 @@ def transcript_times(transcript: str) -> dict[str | None, dict[str, tuple[str, .
         if opened:
             thread, date = opened.group(1), None
             continue
-        header = _DATE_HEADER.match(line)
+        header = DATE_HEADER.match(line)
         if header:
             month, day, year = header.groups()
             date = f"{month} {int(day)}, {year}"
@@ -272,7 +268,7 @@ def transcript_times(transcript: str) -> dict[str | None, dict[str, tuple[str, .
             continue
         clock = _CLOCK.match(line)
         if clock and date is not None:
-            time = _clock24(*clock.groups())
+            time = clock24(*clock.groups())
             times = out[thread][date]
             if time not in times:
                 times.append(time)

@@ -49,12 +49,11 @@ from datetime import date, time
 from zoneinfo import ZoneInfo
 
 from ..state import PendingMessage
-from .transcript import SIGNAL
+from .transcript import MONTHS, SIGNAL
 
 __all__ = ["Corrected", "MessageTimes", "check_messages", "check_sections", "check_times", "mentioned_dates",
            "message_times"]
 
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _DATE_LINE = re.compile(r"^Date: (?P<mon>[A-Z][a-z]{2}) (?P<day>\d{1,2}), (?P<year>\d{4})\s*$")
 # A top-level observation: "* <priority> (HH:MM) ..." at column 0 (the parser writes them so).
 _TIMED_LINE = re.compile(r"^\* (?:\S+ )?\((?P<h>\d{2}):(?P<m>\d{2})\)")
@@ -117,7 +116,7 @@ def mentioned_dates(texts: Iterable[str]) -> frozenset[Mention]:
     for text in texts:
         for form in _MENTIONS:
             for m in form.finditer(text):
-                month = _MONTHS.index(m["mon"][:3].capitalize()) + 1
+                month = MONTHS.index(m["mon"][:3].capitalize()) + 1
                 _add(found, month, int(m["day"]), int(m["year"]) if m["year"] else None)
         for m in _ISO_DATE.finditer(text):
             _add(found, int(m["m"]), int(m["day"]), int(m["year"]))
@@ -143,16 +142,16 @@ def _clock(minutes: int) -> str:
 
 
 def _date_line(day: date) -> str:
-    return f"Date: {_MONTHS[day.month - 1]} {day.day}, {day.year}"
+    return f"Date: {MONTHS[day.month - 1]} {day.day}, {day.year}"
 
 
 def _written_date(match: re.Match[str]) -> tuple[date | None, date]:
     """The date a `Date:` line names (None when it is no real date, e.g. Feb 30), and the day
     it is nearest to (the month's last day for a day past it), to measure distances with."""
-    month = _MONTHS.index(match["mon"]) + 1 if match["mon"] in _MONTHS else 1
+    month = MONTHS.index(match["mon"]) + 1 if match["mon"] in MONTHS else 1
     year, day = max(1, int(match["year"])), max(1, int(match["day"]))
     near = date(year, month, min(day, calendar.monthrange(year, month)[1]))
-    exact = near if near.day == day and match["mon"] in _MONTHS and int(match["year"]) >= 1 else None
+    exact = near if near.day == day and match["mon"] in MONTHS and int(match["year"]) >= 1 else None
     return exact, near
 
 

@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from .transcript import MONTHS
+
 __all__ = [
     "RECOVERIES",
     "ObserverOutput",
@@ -111,7 +113,6 @@ def is_degenerate(text: str) -> bool:
 _PRIORITIES = ("🔴", "🟡", "🟢", "✅")
 _PRIORITY_WORDS = {"high": "🔴", "critical": "🔴", "medium": "🟡", "med": "🟡", "low": "🟢",
                    "done": "✅", "completed": "✅", "complete": "✅"}
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _MONTH_RE = r"(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?"
 
 # The exact shape the contract asks for: "* 🔴 (14:30) text" (any indentation for sub-bullets).
@@ -228,7 +229,7 @@ def _date_line(text: str) -> str | None:
             number = int(m["m"])
             if not 1 <= number <= 12:
                 return None
-            month = _MONTHS[number - 1]
+            month = MONTHS[number - 1]
         day = int(m["day"])
         if 1 <= day <= 31:
             return f"Date: {month} {day}, {m['year']}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from .transcript import DATE_HEADER, clock24
 from .truncation import TRUNCATION_NOTICE
 
 __all__ = [
@@ -185,7 +186,6 @@ def observer_user_prompt(
     return "\n\n---\n\n".join(blocks)
 
 
-_DATE_HEADER = re.compile(r"^([A-Z][a-z]{2}) (\d{1,2}) (\d{4}):$", re.MULTILINE)
 _CLOCK = re.compile(r"^[^:\n]*?\((\d{1,2}):(\d{2}) ([AP])M\):", re.MULTILINE)
 
 
@@ -193,7 +193,7 @@ def _first_new(transcript: str) -> str:
     """Where the new messages begin, quoted: a small model otherwise writes the previous
     observations out again instead of observing the new messages."""
     first = next((line for line in transcript.split("\n")  # a thread tag is no message
-                  if line.strip() and not _DATE_HEADER.match(line) and not line.startswith("<thread id=")), "")
+                  if line.strip() and not DATE_HEADER.match(line) and not line.startswith("<thread id=")), "")
     if not first:
         return ""
     words = first.split()
@@ -205,8 +205,8 @@ def _first_new(transcript: str) -> str:
 def _anchors(transcript: str) -> str:
     """The dates and the span of times of the transcript, spelled as the output wants them, so
     a small model takes them from here rather than from the format example."""
-    dates = list(dict.fromkeys(f"{m} {int(d)}, {y}" for m, d, y in _DATE_HEADER.findall(transcript)))
-    clocks = [(f"{int(h)}:{mm} {half}M", f"{int(h) % 12 + (12 if half == 'P' else 0):02d}:{mm}")
+    dates = list(dict.fromkeys(f"{m} {int(d)}, {y}" for m, d, y in DATE_HEADER.findall(transcript)))
+    clocks = [(f"{int(h)}:{mm} {half}M", clock24(h, mm, half))
               for h, mm, half in _CLOCK.findall(transcript)]
     if not dates:
         return ""

@@ -95,8 +95,21 @@ class TranscriptLine:
     body: str
 
 
+#: The month names of the transcript's date headers and of the observations' `Date:` lines, in
+#: English whatever the process's locale: every reader of either expects these.
+MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+#: A date header as `_date_header` writes it ("Mar 9 2024:"), for the modules that read a rendered
+#: transcript back (`prompts`' anchors, `answer_grammar`).
+DATE_HEADER = re.compile(r"^([A-Z][a-z]{2}) (\d{1,2}) (\d{4}):$", re.MULTILINE)
+
+
+def clock24(hour: str, minute: str, half: str) -> str:
+    """ "HH:MM" (24-hour, as observations write times) of a time label's "h:mm AM|PM" parts."""
+    return f"{int(hour) % 12 + (12 if half == 'P' else 0):02d}:{minute}"
+
+
 def _date_header(ts: datetime) -> str:
-    return f"{ts.strftime('%b')} {ts.day} {ts.year}:"
+    return f"{MONTHS[ts.month - 1]} {ts.day} {ts.year}:"
 
 
 def _clock(ts: datetime) -> str:
