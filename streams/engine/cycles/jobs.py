@@ -33,6 +33,7 @@ from omstream.schemas.jobs import (
 )
 
 from ..prompting import answer_grammar
+from ..rules.resolution import is_local
 from ..state import Cycle
 from ..step import Step
 
@@ -73,8 +74,6 @@ def model_job(step: Step, cycle: Cycle, messages: tuple[ChatMessage, ...], *, re
 #: Jobs whose answer is an Observer's or a Reflector's text.  A structured follow-up (`extract`)
 #: sends `response_format`, which llama.cpp turns into a grammar by itself.
 GRAMMAR_KINDS: frozenset[str] = frozenset({"observe", "buffer", "reflect", "buffer-reflection"})
-# The models layer's prefix (`omstream.models.local.PREFIX`); the engine never imports a model client.
-_LOCAL_PREFIX = "local/"
 
 
 def _text(message: ChatMessage) -> str:
@@ -89,7 +88,7 @@ def _with_grammar(step: Step, kind: str, model: str, messages: tuple[ChatMessage
 
     A `grammar` the user set in the agent's `modelSettings` wins (an empty one turns constrained
     decoding off: the models layer sends no empty grammar); so does one a caller passed."""
-    if not model.startswith(_LOCAL_PREFIX) or kind not in GRAMMAR_KINDS or "grammar" in settings:
+    if not is_local(model) or kind not in GRAMMAR_KINDS or "grammar" in settings:
         return settings
     system = "\n".join(_text(m) for m in messages if m.role == "system")
     user = "\n".join(_text(m) for m in messages if m.role == "user")

@@ -33,11 +33,13 @@ from .thresholds import (
 )
 
 __all__ = [
+    "LOCAL_PREFIX",
     "ResolvedConfig",
     "ResolvedModel",
     "ResolvedObservation",
     "ResolvedReflection",
     "ResolvedRetrieval",
+    "is_local",
     "resolve",
 ]
 
@@ -47,6 +49,15 @@ OBSERVER_TEMPERATURE = 0.3
 REFLECTOR_TEMPERATURE = 0.0
 OBSERVER_THINKING_BUDGET = 215
 REFLECTOR_THINKING_BUDGET = 1024
+
+
+# The models layer's prefix (`omstream.models.local.PREFIX`); the engine never imports a model client.
+LOCAL_PREFIX = "local/"
+
+
+def is_local(model: str) -> bool:
+    """A model served in-process by llama.cpp (`local/<name>`), whose answers a grammar can hold."""
+    return model.startswith(LOCAL_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -73,7 +84,7 @@ class ResolvedModel:
         (`grammar = ""`).  Its prompts then leave out the worked example: the grammar holds the
         format, and a small model copies an example's content (measured on LoCoMo: an Observer
         under the grammar wrote the example's cat-food lines and hints into a clean block)."""
-        return self.name.startswith("local/") and self.settings.get("grammar") != ""
+        return is_local(self.name) and self.settings.get("grammar") != ""
 
 
 @dataclass(frozen=True)
