@@ -242,9 +242,8 @@ async def _question(context: list[dict[str, Any]], prompt: str, model: str, seed
 def final_messages(context: list[dict[str, Any]], recalls: Sequence[dict[str, Any]], prompt: str) -> list[dict[str, Any]]:
     """The last ask of a question whose recalls reached the cap: the window without the guide
     (`context` ends with it), what the recalls read (not their refusals), then the question."""
-    window = context[:-1] if context and context[-1]["content"].startswith(GUIDE[:40]) else context
     read = [r["result"] for r in recalls if not r.get("error")] or ["(nothing)"]
-    return [*window, {"role": "user", "content": FINAL.format(results="\n\n".join(read), question=prompt)}]
+    return [*context[:-1], {"role": "user", "content": FINAL.format(results="\n\n".join(read), question=prompt)}]
 
 
 def final(reply: str) -> str:
