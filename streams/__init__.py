@@ -20,6 +20,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "OmClient": "omstream.client",
+    "ThreadMemory": "omstream.client",
     "Message": "omstream.schemas.messages",
     "OmConfig": "omstream.schemas.config",
     "load_om_config": "omstream.schemas.config",
@@ -45,10 +46,11 @@ def _bundled_tiktoken_files() -> None:
 
 _bundled_tiktoken_files()
 
-__all__ = ["Message", "OmClient", "OmConfig", "Settings", "load_om_config", "load_settings", "simulate"]
+__all__ = ["Message", "OmClient", "OmConfig", "Settings", "ThreadMemory", "load_om_config", "load_settings",
+           "simulate"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from omstream.client import OmClient
+    from omstream.client import OmClient, ThreadMemory
     from omstream.conversations.simulation import simulate
     from omstream.schemas.config import OmConfig, load_om_config
     from omstream.schemas.messages import Message

@@ -1,13 +1,18 @@
 """The producer side: what an agent loop runs to write to a namespace and read its memory back.
 
 - `om_client`: `OmClient`, the agent's writes to the input log (messages, steps, commands) and
-  its reads of the context window (exported here: `from omstream.client import OmClient` is the
-  documented path);
+  its reads of the context window (exported here, with `ThreadMemory`: `from omstream.client import
+  OmClient` is the documented path);
 - `outgoing`: what the client refuses before sending, the worker's own checks on sight;
 - `intake`: the barrier that waits for the intake relay to put a plain producer's records on
   the log (a namespace key configured);
 - `feed_reader`: the `/threads/{id}/feed` stream read as events;
-- `tools`: the `recall` tool an agent gives its model, answered by `om serve`.
+- `tools`: the `recall` tool an agent gives its model, answered by `om serve`;
+- `thread_memory`: `ThreadMemory`, the agent-loop protocol for one thread (add the turn's
+  messages, a step, the window after it, the turn's end), which the example loop and every
+  framework adapter (`omstream.integrations`) follow;
+- `chat_records`: chat messages (OpenAI / litellm shape) as stored messages, the way back of
+  the window's `chat`.
 
 It imports the root's plumbing (`settings`, `topics`, `kafka`, `limits`), `crypto`, the
 conversation records (`omstream.conversations.files`) and the recall parameters of the read side;
@@ -19,16 +24,19 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["OmClient"]
+__all__ = ["OmClient", "ThreadMemory"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from .om_client import OmClient
+    from .thread_memory import ThreadMemory
+
+_LAZY = {"OmClient": "omstream.client.om_client", "ThreadMemory": "omstream.client.thread_memory"}
 
 
 def __getattr__(name: str) -> Any:
-    if name != "OmClient":
+    if name not in _LAZY:
         raise AttributeError(f"module 'omstream.client' has no attribute {name!r}")
-    value = getattr(import_module("omstream.client.om_client"), name)
+    value = getattr(import_module(_LAZY[name]), name)
     globals()[name] = value
     return value
 

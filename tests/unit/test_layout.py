@@ -317,7 +317,7 @@ STREAMS_ROOMS = {
                "table"},
     "replay": {"bulk", "bulk_fold", "drop", "replay", "watch"},
     "versions": {"records", "registry", "stats"},
-    "client": {"feed_reader", "intake", "om_client", "outgoing", "tools"},
+    "client": {"chat_records", "feed_reader", "intake", "om_client", "outgoing", "thread_memory", "tools"},
     "conversations": {"export", "files", "simulation"},
 }
 MAX_ROOT_MODULES = 10
