@@ -1,15 +1,15 @@
 """An agent loop whose memory is omstream: read the context, call the model, write both sides.
 
-Each turn the agent
-  1. sends the user's message and marks step 0 of the turn (the step is where omstream checks
+Each turn the agent, through `ThreadMemory` (the protocol every framework adapter follows too)
+  1. adds the user's message and marks step 0 of the turn (the step is where omstream checks
      its thresholds, so an observation or an activation can happen right there),
-  2. reads its context window `after` that step: `om serve` answers once the fold's output for
+  2. reads its context window after that step: `om serve` answers once the fold's output for
      the step is in the projection, so the window holds the message just sent and every cycle
      the step triggered (read your own writes),
   3. calls its model through litellm with the window's ready-made `chat` (the observations as a
      system message, then the messages not yet observed) and the `recall` tool (`omstream.client.tools`),
      answering the model's recall calls through `om serve` until it replies,
-  4. sends the reply and marks the turn's end.
+  4. adds the reply and marks the turn's end.
 Meanwhile a second task follows the memory's live feed (`GET /threads/{id}/events`, the same
 frames a browser reads, see feed.js) and prints its lifecycle events as they happen.
 
@@ -31,12 +31,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from omstream import Message, OmClient, load_settings
+from omstream import OmClient, ThreadMemory, load_settings
 from omstream.client.feed_reader import FeedEvent
+from omstream.client.thread_memory import MemoryNotReady
 from omstream.client.tools import RecallTool
 from omstream.models.calls import complete
 
@@ -113,23 +113,18 @@ async def agent_loop(args: argparse.Namespace, prompts: list[str]) -> None:
     model = "scripted/assistant" if args.model == "scripted" else args.model
     run = uuid.uuid4().hex[:8]  # message ids are unique per thread: a run of its own
     async with OmClient(settings) as om:
+        memory = ThreadMemory(om, args.thread, resource_id=args.resource, base_url=args.url, wait=args.wait)
         feed = Feed(om, args.thread, args.url)
-        recall = RecallTool(om, args.thread, base_url=args.url)
+        recall = memory.recall_tool()
         follower = asyncio.create_task(feed.follow())
-
-        def message(turn: int, role: str, text: str) -> Message:
-            return Message(id=f"{run}-{turn}-{role}", thread_id=args.thread, resource_id=args.resource,
-                           role=role, content=text, created_at=datetime.now(UTC))
 
         shown: set[str] = set()  # observation lines printed already
         for turn, prompt in enumerate(prompts, start=1):
-            user = message(turn, "user", prompt)
-            await om.send_message(user)
-            step = await om.step_started(args.thread, step_number=0, resource_id=args.resource,
-                                         model=model, after_message_id=user.id)
-            window = await om.context(args.thread, after=step, wait=args.wait, base_url=args.url)
-            if window is None or window["stale"]:
-                raise SystemExit(f"om serve did not show turn {turn}'s step within {args.wait} s")
+            await memory.add([{"id": f"{run}-{turn}-user", "role": "user", "content": prompt}])
+            try:
+                window = await memory.step(model=model)
+            except MemoryNotReady as exc:
+                raise SystemExit(f"turn {turn}: {exc}") from None
             observations = window["observations"] or ""
             print(f"[turn {turn}] context: {len(window['observedMessageIds'])} messages observed, "
                   f"{len(window['messages'])} raw, {len(observations)} characters of observations",
@@ -140,12 +135,12 @@ async def agent_loop(args: argparse.Namespace, prompts: list[str]) -> None:
                 shown.update(new)
             text = await reply_to(model, window["chat"], recall, args.wait)
             print(f"[turn {turn}] user: {prompt}\n[turn {turn}] {model}: {text}", flush=True)
-            reply = message(turn, "assistant", text)
-            await om.send_message(reply)
-            await om.turn_ended(args.thread, resource_id=args.resource, after_message_id=reply.id)
+            reply_id = f"{run}-{turn}-assistant"
+            await memory.add([{"id": reply_id, "role": "assistant", "content": text}])
+            await memory.end_turn()
 
         # The feed is caught up once it has shown the last reply; then stop following.
-        caught_up = asyncio.create_task(feed.wait_for(reply.id))
+        caught_up = asyncio.create_task(feed.wait_for(reply_id))
         done, _ = await asyncio.wait([caught_up, follower], timeout=args.wait,
                                      return_when=asyncio.FIRST_COMPLETED)
         follower.cancel()

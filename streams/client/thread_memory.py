@@ -81,7 +81,8 @@ class ThreadMemory:
         """The ids of the thread's messages: those the server shows (learnt once) and those sent
         since."""
         if self._known is None:
-            window = await self.client.context(self.thread_id, wait=self.wait, base_url=self.base_url)
+            # wait=0: a cycle in flight does not change which messages the thread holds.
+            window = await self.client.context(self.thread_id, wait=0, base_url=self.base_url)
             window = window or empty_window(self.thread_id)
             self._known = {*window["observedMessageIds"], *(m["id"] for m in window["messages"])}
             for chat in window["chat"]:
