@@ -7,15 +7,17 @@ feed it followed showed the lifecycle of every message, in order.
 """
 
 import asyncio
+import os
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from tests.integration.options import om_options
-from tests.integration.support import Server
+from tests.integration.support import Server, events
 
 pytestmark = pytest.mark.integration
 
@@ -74,3 +76,39 @@ def test_the_agent_loop_example_runs_against_the_local_services(new_env, tmp_pat
     assert re.search(r'^    \| <observation-group id="[0-9a-f]{16}" range="[0-9a-f]{8}-1-user:[^"]+">$', out, re.M), out
     print(f"turns {turns}, observed per turn {observed_at}, feed events {len(feed)}, "
           f"observations remembered by the model {remembered}")
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_agent_loop() -> str:
+    """The README's agent loop: its first Python block."""
+    block = re.search(r"^```python\n(.*?)^```$", README.read_text(encoding="utf-8"), re.S | re.M)
+    assert block, "the README has no Python block"
+    return block[1]
+
+
+def test_the_readme_agent_loop_runs_as_written(new_env, tmp_path):
+    # The README's code as a user pastes it, on this run's namespace: only the configuration path
+    # differs, and `om serve`'s port comes from the environment as a user's deployment may set it.
+    env = new_env(options=om_options(observation={"messageTokens": 60, "bufferTokens": False}))
+    env.start_worker()
+    server = Server(env.settings, tmp_path / "serve.log")
+    code = readme_agent_loop()
+    assert code.count('"examples/agent.toml"') == 1, code
+    try:
+        asyncio.run(server.ready())
+        run = subprocess.run([sys.executable, "-c", code.replace('"examples/agent.toml"', repr(str(env.config)))],
+                             capture_output=True, text=True, timeout=240,
+                             env={**os.environ, "OM_WEB_PORT": str(server.settings.web_port)})
+        assert run.returncode == 0, (run.stderr[-3000:], env.logs())
+        seen = asyncio.run(events(env.settings))
+    finally:
+        server.stop()
+    accepted = Counter(e.data.message.id for e in seen if e.type == "om-message-accepted")
+    roles = [e.data.message.role for e in seen if e.type == "om-message-accepted"]
+    # Two turns: each message stored once, in the order the loop added them, and the second
+    # prompt crossed the 60-token threshold (the window it read came after an observation).
+    assert sorted(accepted.values()) == [1, 1, 1, 1] and roles == ["user", "assistant"] * 2, accepted
+    assert any(e.type == "data-om-observation-end" for e in seen), sorted({e.type for e in seen})
+    print(f"README loop: {len(accepted)} messages once each, events {len(seen)}")
