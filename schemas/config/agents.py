@@ -140,7 +140,7 @@ class ObservationConfig(Options):
     block_after: int | float | None = None
     """The safety net of async buffering: when the unobserved tokens are still at or above it
     after activation, a blocking observation runs.  From 1 to below 100 a multiplier of
-    `messageTokens`, 100 or more a token count (at least `messageTokens`); unset: 1.2 with
+    `messageTokens`, 100 or more a token count (greater than `messageTokens`); unset: 1.2 with
     buffering on.  Needs `bufferTokens`."""
     previous_observer_tokens: int | Literal[False] = 2_000
     """How many tokens of the previous observations the Observer is shown: a tail of recent lines
@@ -223,8 +223,8 @@ class ReflectionConfig(Options):
     answered, as the top-level `activateOnProviderChange`."""
     block_after: int | float | None = None
     """Above it a blocking reflection runs when no buffered reflection could activate.  From 1 to
-    below 100 a multiplier of `observationTokens`, 100 or more a token count; unset: 1.2 with
-    buffering on."""
+    below 100 a multiplier of `observationTokens`, 100 or more a token count (greater than
+    `observationTokens`); unset: 1.2 with buffering on."""
     continuation_hints: bool | ContinuationHints = True
     """The built-in hint extractors of the Reflector (`current-task`, `suggested-response`):
     `true` both, `false` neither, or a table choosing each."""

@@ -75,14 +75,15 @@ def _buffer_size(buffer_tokens: int | float, message_tokens: int) -> int | float
 
 
 def _block_after_below(block_after: int | float | None, threshold: int) -> int | float | None:
-    """An absolute `blockAfter` below its threshold, tidied for the message; None when fine.
+    """An absolute `blockAfter` not above its threshold, tidied for the message; None when fine.
 
-    Only a token count can fall below the threshold: a multiplier is at least 1 (its field
-    refuses less), so it never blocks before the threshold is reached."""
+    The documentation says an absolute count "must be greater than" the threshold: at the
+    threshold itself it would block where buffering was meant to take over.  Only a token count
+    can fall there: a multiplier is at least 1 (its field refuses less) and resolves above."""
     if block_after is None or block_after < _ABSOLUTE_BLOCK_AFTER:
         return None
     limit = tidy(block_after)
-    return limit if limit < threshold else None
+    return limit if limit <= threshold else None
 
 
 def _observation_buffer_problems(om: OmConfig) -> list[Problem]:
@@ -108,8 +109,9 @@ def _observation_buffer_problems(om: OmConfig) -> list[Problem]:
     limit = _block_after_below(obs.block_after, tokens)
     if limit is not None:
         problems.append(Problem("observation.blockAfter", (
-            f"{obs.block_after} resolves to {limit} tokens, below observation.messageTokens "
-            f"({tokens}); use a multiplier >= 1 such as 1.2, or an absolute count >= {tokens}")))
+            f"{obs.block_after} resolves to {limit} tokens; it must be greater than "
+            f"observation.messageTokens ({tokens}): use a multiplier >= 1 such as 1.2, or an absolute "
+            f"count above {tokens}")))
     return problems
 
 
@@ -125,6 +127,7 @@ def _reflection_buffer_problems(om: OmConfig) -> list[Problem]:
     limit = _block_after_below(refl.block_after, tokens)
     if limit is not None:
         return [Problem("reflection.blockAfter", (
-            f"{refl.block_after} resolves to {limit} tokens, below reflection.observationTokens "
-            f"({tokens}); use a multiplier >= 1 such as 1.2, or an absolute count >= {tokens}"))]
+            f"{refl.block_after} resolves to {limit} tokens; it must be greater than "
+            f"reflection.observationTokens ({tokens}): use a multiplier >= 1 such as 1.2, or an "
+            f"absolute count above {tokens}"))]
     return []

@@ -76,7 +76,9 @@ RULES = {
     "blockAfter below 1": (
         {"observation": {"blockAfter": 0.9}}, "observation.blockAfter", "such as 1.2"),
     "absolute blockAfter below messageTokens": (
-        {"observation": {"blockAfter": 20_000}}, "observation.blockAfter", "absolute count >= 30000"),
+        {"observation": {"blockAfter": 20_000}}, "observation.blockAfter", "absolute count above 30000"),
+    "absolute blockAfter equal to messageTokens": (
+        {"observation": {"blockAfter": 30_000}}, "observation.blockAfter", "must be greater than"),
     "blockAfter without buffering": (
         {"observation": {"bufferTokens": False, "blockAfter": 1.5}}, "observation.blockAfter",
         "remove blockAfter"),
@@ -85,7 +87,9 @@ RULES = {
     "reflection.bufferActivation zero": (
         {"reflection": {"bufferActivation": 0}}, "reflection.bufferActivation", "such as 0.5"),
     "reflection.blockAfter below observationTokens": (
-        {"reflection": {"blockAfter": 30_000}}, "reflection.blockAfter", "absolute count >= 40000"),
+        {"reflection": {"blockAfter": 30_000}}, "reflection.blockAfter", "absolute count above 40000"),
+    "reflection.blockAfter equal to observationTokens": (
+        {"reflection": {"blockAfter": 40_000}}, "reflection.blockAfter", "must be greater than"),
     "reflection.blockAfter below 1": (
         {"reflection": {"blockAfter": 0.5}}, "reflection.blockAfter", "such as 1.2"),
     "reflection.blockAfter without buffering": (
@@ -392,7 +396,8 @@ def test_thresholds_like_the_originals_tests():
 
 
 # The load-time rules read bufferTokens and blockAfter without the engine (the schemas never import
-# it); they must accept exactly the options whose engine numbers fit below the threshold.
+# it); they must accept exactly the options whose engine numbers fit below the threshold, and an
+# absolute blockAfter only above it (a multiplier of 1 blocks at the threshold, as documented).
 @settings(max_examples=300, deadline=None)
 @given(message_tokens=st.integers(1, 200_000),
        buffer_tokens=st.one_of(st.floats(0.0001, 0.9999), st.integers(1, 250_000),
@@ -400,14 +405,16 @@ def test_thresholds_like_the_originals_tests():
        block_after=st.one_of(st.none(), st.floats(1, 99.99), st.integers(100, 300_000),
                              st.floats(100, 300_000, allow_infinity=False)))
 @example(message_tokens=2, buffer_tokens=0.25, block_after=None)  # 0.5 tokens: rounds half up to 1
-@example(message_tokens=30_000, buffer_tokens=0.2, block_after=29_999.9999996)  # tidied to 30 000
+@example(message_tokens=30_000, buffer_tokens=0.2, block_after=29_999.9999996)  # tidied to 30 000: refused
+@example(message_tokens=30_000, buffer_tokens=0.2, block_after=1.0)  # a multiplier of 1: accepted
 def test_the_buffer_rules_agree_with_the_engines_numbers(message_tokens, buffer_tokens, block_after):
     observation = {"messageTokens": message_tokens, "bufferTokens": buffer_tokens, "blockAfter": block_after}
     paths = {p.path for p in check_om_config({"observation": observation})}
     size = resolve_buffer_tokens(buffer_tokens, message_tokens)
     assert ("observation.bufferTokens" in paths) == (not 1 <= size < message_tokens)
     limit = resolve_block_after(block_after, message_tokens)
-    assert ("observation.blockAfter" in paths) == (limit is not None and limit < message_tokens)
+    absolute = block_after is not None and block_after >= 100
+    assert ("observation.blockAfter" in paths) == (absolute and limit <= message_tokens)
 
 
 # --- models -------------------------------------------------------------------------------------
