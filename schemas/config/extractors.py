@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, field_serializer, field_validator, model_validator
 
 from .base import Options
-from .references import Reference, SchemaOption, code_name, load_reference
+from .references import Reference, SchemaOption, async_callable_problem, code_name, load_reference
 
 __all__ = [
     "BUILT_IN_SLUGS",
@@ -116,6 +116,15 @@ class ExtractorConfig(Options):
             raise ValueError(f"{path!r} uses the forbidden segment {sorted(bad)[0]!r} "
                              "(__proto__, constructor and prototype are refused); rename it")
         return path
+
+    @model_validator(mode="after")
+    def _no_async_functions(self) -> ExtractorConfig:
+        for name, value in (("instructions", self.instructions), ("schema", self.schema_),
+                            ("onExtracted", self.on_extracted)):
+            problem = async_callable_problem(value)
+            if problem:
+                raise ValueError(f"{name}: {code_name(value)} {problem}")
+        return self
 
     @model_validator(mode="after")
     def _mode_rules(self) -> ExtractorConfig:

@@ -9,13 +9,14 @@ with `load_reference`.  A schema is a JSON Schema object or a `"module:PydanticM
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator
 
-__all__ = ["Reference", "SchemaOption", "code_name", "load_reference"]
+__all__ = ["Reference", "SchemaOption", "async_callable_problem", "code_name", "load_reference"]
 
 _REFERENCE = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$")
 
@@ -65,6 +66,21 @@ def _json_schema(value: Any) -> Any:
 SchemaOption = Annotated[dict[str, Any] | Reference | Callable[..., Any] | None, BeforeValidator(_json_schema)]
 
 
+def async_callable_problem(value: Any) -> str | None:
+    """Why an extractor function cannot be `value`, when it is an `async` function (or an
+    object whose `__call__` is one); None for anything else.  Extractor functions run inside the
+    fold, which awaits nothing: a coroutine would take the place of the value."""
+    target = value.__call__ if callable(value) and not inspect.isroutine(value) else value
+    if inspect.iscoroutinefunction(target) or inspect.isasyncgenfunction(target):
+        return ("is an async function; extractor functions run inside the fold, which awaits "
+                "nothing (a replay must decide as the live run did): make it a plain `def`, and "
+                "do I/O in a lifecycle hook (hooks.onObservationEnd), which is awaited")
+    return None
+
+
 def code_name(value: Any) -> Any:
-    """Code given from Python, named by its import path, so the options still have a digest."""
-    return f"{value.__module__}:{value.__qualname__}" if callable(value) else value
+    """Code given from Python, named by its import path, so the options still have a digest (a
+    callable object by its class's)."""
+    if not callable(value):
+        return value
+    return f"{value.__module__}:{getattr(value, '__qualname__', type(value).__qualname__)}"

@@ -36,6 +36,7 @@ from omstream.schemas.keys import memory_key
 from omstream.schemas.messages import Message
 
 from ..engine.fold import EngineConfig, Input, fold, new_state
+from ..engine.rules.extraction import import_references
 from ..engine.state import MemoryState
 from ..models.calls import RetryPolicy, untimed
 from ..models.capabilities import takes_attachments
@@ -103,6 +104,7 @@ async def simulate(records: Iterable[ConversationRecord], om: OmConfig, *, measu
     # A loop the simulator drives checks thresholds at its own steps; a given one as configured.
     config = om if has_loop_markers(records) else driven_config(om)
     sim = Simulation(EngineConfig(config, takes_attachments=takes_attachments))
+    import_references(om)  # extractor code: a missing module or an async function stops here
     hooks = Hooks.from_config(om)
     for event in inputs_of(records):
         await settle(sim, sim.feed(event), policy, hooks, measured_time, timeout)

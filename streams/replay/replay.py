@@ -37,6 +37,7 @@ from typing import Any
 from omstream.schemas.errors import OmError
 
 from .. import kafka
+from ..engine.rules.extraction import import_references
 from ..processes import start_child, stop_child
 from ..settings import LIVE, Settings
 from ..topics import Topics, ensure_topics, partitions_of
@@ -179,6 +180,7 @@ async def replay(settings: Settings, *, mode: str = "auto", exit_when_caught_up:
     or until interrupted; the final figures.  `start`: fold the log from this time on (a new
     version).  `bulk`: a new settled version is folded in this process first (see the module
     docstring).  `progress(figures)` is called about twice a second."""
+    import_references(settings.om)  # the extractor code the fold calls: refused here, not mid-replay
     settings = await prepare(settings, mode, start)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     bulked = None

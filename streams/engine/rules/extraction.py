@@ -35,6 +35,8 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel
 
+from omstream.schemas.config.references import async_callable_problem
+
 __all__ = [
     "Extraction",
     "Spec",
@@ -137,7 +139,8 @@ def specs(om: Any, source: Source, context: Mapping[str, Any]) -> tuple[Spec, ..
 
 def import_references(om: Any) -> None:
     """Import every extractor reference (instructions, schema, `onExtracted`) now, so a
-    missing module stops the worker at start rather than failing a cycle hours later."""
+    missing module, or a function the fold cannot call, stops the worker (or the simulator, or
+    the replay) at start rather than failing a cycle hours later."""
     for path, options in (("observation", om.observation), ("reflection", om.reflection)):
         for i, e in enumerate(options.extract):
             for name, value in (("instructions", e.instructions), ("schema", e.schema_),
@@ -149,6 +152,9 @@ def import_references(om: Any) -> None:
                         raise ValueError(f"{path}.extract[{i}].{name}: {exc}") from None
                     if name == "onExtracted" and not callable(target):
                         raise ValueError(f"{path}.extract[{i}].onExtracted: {value!r} is not a function")
+                    problem = async_callable_problem(target)
+                    if problem:
+                        raise ValueError(f"{path}.extract[{i}].{name}: {value!r} {problem}")
 
 
 def _working_memory(config: Any, current: Any) -> Spec:

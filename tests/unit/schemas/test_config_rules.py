@@ -3,6 +3,7 @@ the derived numbers of §2.1, durations, slugs, model routing, and `om config ch
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -681,3 +682,44 @@ def test_config_check_names_an_unimplemented_option(tmp_path, capsys):
 ])
 def test_resource_scope_and_its_options_are_accepted(options):
     assert check_om_config(options) == ()
+
+
+# --- extractor functions run inside the fold: an async one is refused at load -------------------
+async def async_on_extracted(context):
+    return context["current"]
+
+
+class AsyncCallable:
+    async def __call__(self, context):
+        return context["current"]
+
+
+def plain_on_extracted(context):
+    return context["current"]
+
+
+@pytest.mark.parametrize("function", [async_on_extracted, AsyncCallable()])
+def test_an_async_extractor_function_given_from_python_is_refused_with_the_reason(function):
+    with pytest.raises(ValueError, match="onExtracted: .* is an async function; .* make it a plain `def`"):
+        load_om_config({"observation": {"extract": [{"name": "Mood", "instructions": "the mood",
+                                                     "onExtracted": function}]}})
+    with pytest.raises(ValueError, match="instructions: .* is an async function"):
+        load_om_config({"observation": {"extract": [{"name": "Mood", "instructions": function}]}})
+    load_om_config({"observation": {"extract": [{"name": "Mood", "instructions": "the mood",
+                                                 "onExtracted": plain_on_extracted}]}})
+
+
+def test_an_async_extractor_reference_stops_the_simulator_before_any_fold():
+    # Named in a file, the function is only imported by the process that runs the fold: the worker
+    # at start, `om replay`, and the simulator, which crashed with a TypeError in the fold before.
+    from omstream.conversations.simulation import simulate
+    from omstream.engine.rules.extraction import import_references
+
+    om = load_om_config({"observation": {"extract": [{"name": "Mood", "instructions": "the mood",
+                         "onExtracted": f"{__name__}:async_on_extracted"}]}})
+    with pytest.raises(ValueError, match=r"observation.extract\[0\].onExtracted: .* is an async function"):
+        import_references(om)
+    with pytest.raises(ValueError, match="is an async function"):
+        asyncio.run(simulate([], om))
+    import_references(load_om_config({"observation": {"extract": [{
+        "name": "Mood", "instructions": "the mood", "onExtracted": f"{__name__}:plain_on_extracted"}]}}))
