@@ -11,8 +11,12 @@ every message of the graph's state exactly once.
 from __future__ import annotations
 
 import asyncio
+import re
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,10 +31,14 @@ from pydantic import Field
 
 from omstream.client import OmClient
 from omstream.integrations.langgraph import OmMemory
+from tests.integration.conftest import Env
 from tests.integration.options import om_options
 from tests.integration.support import EventWatcher, Server, events
 
 pytestmark = pytest.mark.integration
+
+EXAMPLE_TURN = re.compile(r"^\[turn (\d)\] the model read (\d+) messages as observations and (\d+) raw; "
+                          r"the graph's state holds (\d+)$")
 
 THREAD, RESOURCE = "lg-thread", "lg-user"
 PROMPTS = [
@@ -112,17 +120,26 @@ async def _conversation(settings, url: str) -> dict[str, Any]:
     return {"turns": turns, "observed_at": observed_at, "messages": messages}
 
 
-def test_a_react_agent_reads_the_window_and_stores_each_message_once(new_env, tmp_path):
-    env = new_env(options=om_options(observation={"messageTokens": 120, "bufferTokens": False},
-                                     retrieval={"scope": "resource"}))
-    env.start_worker()
-    server = Server(env.settings, tmp_path / "serve.log")
+@pytest.fixture(scope="module")
+def services(broker, tmp_path_factory):
+    """One namespace, a worker and `om serve` for this module's tests (each its own thread), with
+    examples/agent.toml's memory options: the scripted Observer, synchronous at 150 tokens."""
+    env = Env(broker, tmp_path_factory.mktemp("langgraph") / "env",
+              om_options(observation={"messageTokens": 150, "bufferTokens": False}, retrieval={"scope": "resource"}))
+    worker = env.start_worker()
+    server = Server(env.settings, env.root / "serve.log")
     try:
         asyncio.run(server.ready())
-        run = asyncio.run(asyncio.wait_for(_conversation(env.settings, server.url), 90))
-        accepted = [e.data.message for e in asyncio.run(events(env.settings)) if e.type == "om-message-accepted"]
+        yield env, server
     finally:
         server.stop()
+        worker.stop()
+
+
+def test_a_react_agent_reads_the_window_and_stores_each_message_once(services):
+    env, server = services
+    run = asyncio.run(asyncio.wait_for(_conversation(env.settings, server.url), 90))
+    accepted = [e.data.message for e in asyncio.run(events(env.settings)) if e.type == "om-message-accepted"]
     turns, observed_at, messages = run["turns"], run["observed_at"], run["messages"]
     print(f"turns {len(turns)}, observation at turn {observed_at}, state messages {len(messages)}, "
           f"model calls {sum(len(t['calls']) for t in turns)}")
@@ -161,3 +178,24 @@ def test_a_react_agent_reads_the_window_and_stores_each_message_once(new_env, tm
     tool_call_part = stored[messages[1].id].content[0]
     assert tool_call_part.tool_name == "weather" and tool_call_part.args == {"city": "Valence", "day": "Thursday"}
     assert stored[messages[2].id].content[0].tool_call_id == "call-1"
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "langgraph_agent.py"
+
+
+def test_the_langgraph_example_runs_against_the_local_services(services):
+    """examples/langgraph_agent.py as a user runs it (its own process, LangChain's fake model, a
+    thread of its own): the observations reach the model, recall answers."""
+    env, server = services
+    run = subprocess.run([sys.executable, str(EXAMPLE), "--config", str(env.config), "--url", server.url,
+                          "--wait", "60"], capture_output=True, text=True, timeout=180)
+    print(run.stdout)
+    assert run.returncode == 0, (run.stderr[-3000:], env.logs())
+    read = [tuple(map(int, m.groups())) for m in map(EXAMPLE_TURN.match, run.stdout.splitlines()) if m]
+    assert [turn for turn, *_ in read] == [1, 2, 3, 4, 5], run.stdout
+    assert read[0][1] == 0 and read[-1][1] > 0, read  # observed messages, none at first, some at the end
+    assert [state for *_, state in read] == [2, 4, 6, 8, 12], read  # the graph's state keeps everything
+    assert "    | " in run.stdout and "Avignon" in run.stdout
+    recalled = re.search(r"^    recall -> (\d+) characters$", run.stdout, re.M)
+    assert recalled and int(recalled[1]) > 100, run.stdout
+    assert "done: 5 turns" in run.stdout
