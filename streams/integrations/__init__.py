@@ -3,7 +3,8 @@
 
 - `openai_agents`: `OmSession`, a Session of the OpenAI Agents SDK (`pip install omstream[agents]`);
 - `pydantic_ai`: a history processor and a run recorder for Pydantic AI (`omstream[pydantic-ai]`);
-- `langgraph`: a pre-model hook and a message store for LangGraph (`omstream[langgraph]`);
+- `langgraph`: `OmMemory`, a pre-model hook, a message store and the recall tool for LangGraph
+  (`omstream[langgraph]`), with `langgraph_messages`, LangChain messages <-> chat messages;
 - `mcp`: `om mcp`, an MCP server of a namespace's memories (`omstream[mcp]`).
 
 Importing a module here without its framework installed raises an ImportError that names the

@@ -20,15 +20,19 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import (
-    AIMessage,
-    AnyMessage,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolCall,
-    ToolMessage,
-)
+try:
+    from langchain_core.messages import (
+        AIMessage,
+        AnyMessage,
+        BaseMessage,
+        HumanMessage,
+        SystemMessage,
+        ToolCall,
+        ToolMessage,
+    )
+except ImportError as exc:  # pragma: no cover - exercised without the extra installed
+    raise ImportError("omstream.integrations.langgraph_messages needs LangChain: "
+                      "pip install 'omstream[langgraph]'") from exc
 
 from omstream.client.chat_records import InvalidChatMessage
 

@@ -3,7 +3,9 @@ stores, and the window's chat back as LangChain messages, without a broker."""
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 from datetime import UTC, datetime
 
 import pytest
@@ -102,3 +104,12 @@ def test_arguments_that_are_not_a_json_object_are_kept_whole():
     chat = {"role": "assistant", "content": None, "tool_calls": [
         {"id": "c", "type": "function", "function": {"name": "f", "arguments": "not json"}}]}
     assert langchain_from_chat(chat).tool_calls[0]["args"] == {"_raw": "not json"}
+
+
+@pytest.mark.parametrize("module", ["langgraph", "langgraph_messages"])
+def test_without_langchain_the_import_names_the_extra(monkeypatch, module):
+    for name in [n for n in sys.modules if n.startswith("omstream.integrations.langgraph")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "langchain_core.messages", None)  # as if not installed
+    with pytest.raises(ImportError, match=r"pip install 'omstream\[langgraph\]'"):
+        importlib.import_module(f"omstream.integrations.{module}")
