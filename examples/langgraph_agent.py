@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import uuid
 from typing import Any
 
@@ -85,7 +86,10 @@ async def run(args: argparse.Namespace) -> None:
                 shown.update(new)
             for message in state["messages"]:
                 if message.type == "tool" and message.id not in shown:
-                    print(f"    recall -> {len(message.text)} characters", flush=True)
+                    answer = json.loads(message.text)  # what om serve answered the model's recall call
+                    said = (repr(answer["error"]) if "error" in answer else
+                            f"{answer.get('count', 0)} messages, {len(message.text)} characters")
+                    print(f"    recall -> {said}", flush=True)
                     shown.add(message.id)
             print(f"[turn {turn}] user: {prompt}\n[turn {turn}] agent: {state['messages'][-1].text}", flush=True)
         print(f"done: {len(PROMPTS)} turns in thread {thread}", flush=True)
