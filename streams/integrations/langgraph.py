@@ -65,7 +65,10 @@ class OmMemory:
     """One thread's memory for a LangGraph agent (see the module docstring).
 
     `model` names the agent's model on its steps (a change of model can activate buffered
-    observations early); the other arguments are `ThreadMemory`'s.
+    observations early); the other arguments are `ThreadMemory`'s (`memory` is that
+    `ThreadMemory`).  `last_window` is the window the hook gave the model last (`observations`,
+    `observedMessageIds`, `messages`, `chat`).  One `OmMemory` serves one conversation at a
+    time: its steps and turn ends follow the runs in the order they call it.
     """
 
     def __init__(self, client: OmClient, thread_id: str, *, resource_id: str | None = None,
