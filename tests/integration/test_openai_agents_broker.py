@@ -1,0 +1,159 @@
+"""`OmSession` under the OpenAI Agents SDK's own `Runner`, against the session's broker, a worker
+and `om serve` (issue 42, the Agents SDK integration).
+
+The model is the SDK's own test model (`agents.testing.ScriptedModel`): it answers from a script
+(one turn calls a function tool) and records the `input` of every call, which is the evidence:
+the run after the tool's turn gives the model the call and its result back (unobserved yet), and
+once the scripted Observer observed, the model's input holds the observations and none of the
+observed messages.  The thread's events show every stored item once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+pytest.importorskip("agents")
+
+from agents import Agent, RunConfig, Runner, function_tool  # noqa: E402
+from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
+
+from omstream.client import OmClient  # noqa: E402
+from omstream.integrations.openai_agents import OmSession  # noqa: E402
+from tests.integration.options import om_options  # noqa: E402
+from tests.integration.support import EventWatcher, Server, events  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+THREAD = "agents-t"
+PROMPTS = [
+    "Hi! I'm planning a cycling trip from Lyon to Avignon in May, about 250 km over four days.",
+    "What is the weather like in Lyon right now? I want to pack the right clothes.",
+    "I ride a steel touring bike with panniers; my knees dislike long climbs above 8 percent.",
+    "My partner Sam joins for the last two days, arriving by train in Valence on the Thursday.",
+    "We'd like to camp two nights and stay in a guesthouse the other nights, budget 60 euros.",
+    "Should we carry a stove, or are there enough cafes along the ViaRhona cycle path?",
+    "What spare parts would you pack for a steel touring bike on a four day trip?",
+    "Remind me: which day does Sam join, and where should we meet?",
+]
+TOOL_TURN = 1  # the turn (0-based) whose model calls the weather tool
+FORECAST = "Sunny in Lyon, 21 degrees, light wind from the north"
+
+
+@function_tool
+def weather(city: str) -> str:
+    """Today's weather in a city."""
+    return FORECAST if city == "Lyon" else "unknown"
+
+
+def text_of(item: dict) -> str:
+    """An input item's text (its content, or a tool result's output)."""
+    content = item.get("content", item.get("output"))
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content)
+    return str(content or "")
+
+
+def stored_text(content) -> str:
+    if isinstance(content, str):
+        return content
+    return " ".join(getattr(p, "text", None) or str(getattr(p, "result", "") or "") for p in content)
+
+
+def test_runner_with_om_session_remembers_through_the_window(new_env, tmp_path):
+    env = new_env(options=om_options(observation={"messageTokens": 140, "bufferTokens": False}))
+    env.start_worker()
+    server = Server(env.settings, tmp_path / "serve.log")
+    model = ScriptedModel()
+    agent = Agent(name="planner", instructions="You help plan cycling trips.", model=model, tools=[weather])
+    config = RunConfig(tracing_disabled=True)
+    report: dict = {}
+
+    async def scenario() -> None:
+        await server.ready()
+        async with OmClient(env.settings) as om:
+            session = OmSession(om, THREAD, resource_id="u1", base_url=server.url, wait=60)
+            for turn, prompt in enumerate(PROMPTS):
+                calls_before = len(model.calls)
+                if turn == TOOL_TURN:
+                    model.enqueue([function_call("weather", {"city": "Lyon"}, call_id="call_weather",
+                                                 item_id="fc_weather")])
+                model.enqueue([assistant_message(f"Reply {turn}: noted, happy cycling.", item_id=f"msg_{turn}")])
+                # The tool's turn also steps inside its tool loop: a step and the window before
+                # each model call (`model_input_filter`).
+                run_config = (RunConfig(tracing_disabled=True, call_model_input_filter=session.model_input_filter)
+                              if turn == TOOL_TURN else config)
+                result = await Runner.run(agent, prompt, session=session, run_config=run_config)
+                assert result.final_output == f"Reply {turn}: noted, happy cycling."
+                first = list(model.calls[calls_before].input)
+                window = session.last_window
+                assert window is not None
+                if turn == TOOL_TURN:
+                    report["tool_loop"] = [list(call.input) for call in model.calls[calls_before:]]
+                if turn == TOOL_TURN + 1:
+                    # The tool's call and its result, stored by the previous run, come back.
+                    report["after_tool"] = first
+                if window["observations"]:
+                    report.update(turn=turn, window=window, input=first)
+                    break
+            report["turns"] = turn + 1
+            async with EventWatcher(env.settings) as watcher:
+                expected = 2 * report["turns"] + 2  # user + reply per turn, the call and its result
+                await watcher.wait_for(lambda evs: sum(e.type == "om-message-accepted" for e in evs) >= expected)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        server.stop()
+
+    # --- the tool round trip, while unobserved
+    after_tool = report["after_tool"]
+    calls = [i for i in after_tool if i.get("type") == "function_call"]
+    outputs = [i for i in after_tool if i.get("type") == "function_call_output"]
+    assert [(c["call_id"], c["name"], json.loads(c["arguments"])) for c in calls] == [
+        ("call_weather", "weather", {"city": "Lyon"})], after_tool
+    assert [(o["call_id"], o["output"]) for o in outputs] == [("call_weather", FORECAST)], after_tool
+    assert after_tool.index(calls[0]) < after_tool.index(outputs[0])
+
+    # --- inside the tool loop, with the filter: each model call's input is the window after a
+    # step (items without the SDK's ids), the second one holding the call and its result
+    first_call, second_call = report["tool_loop"]
+    assert not any("id" in item for item in first_call + second_call)
+    assert text_of(first_call[-1]) == PROMPTS[TOOL_TURN] and first_call[-1]["role"] == "user"
+    assert [i.get("type") for i in second_call[-2:]] == ["function_call", "function_call_output"], second_call
+    assert second_call[-1]["output"] == FORECAST
+
+    # --- the stored thread: every message once, the tool call and its result among them
+    accepted = [e for e in asyncio.run(events(env.settings)) if e.type == "om-message-accepted"]
+    ids = [e.data.message.id for e in accepted]
+    assert len(ids) == len(set(ids)) == 2 * report["turns"] + 2, ids
+    assert {"fc_weather", "call_weather:output", "msg_0", f"msg_{report['turns'] - 1}"} <= set(ids), ids
+    by_id = {e.data.message.id: e.data.message for e in accepted}
+    call_part = by_id["fc_weather"].content[0]
+    assert (call_part.type, call_part.tool_call_id, call_part.tool_name, call_part.args) == (
+        "tool-call", "call_weather", "weather", {"city": "Lyon"})
+    result_part = by_id["call_weather:output"].content[0]
+    assert (result_part.type, result_part.tool_call_id, result_part.tool_name) == (
+        "tool-result", "call_weather", "weather")
+    assert FORECAST in str(result_part.result)
+
+    # --- after the observation: the observations in, the observed messages out
+    window, first = report["window"], report["input"]
+    assert report["turn"] > TOOL_TURN + 1, report["turn"]  # the round trip above was before it
+    system = "\n".join(text_of(i) for i in first if i.get("role") == "system")
+    observed = window["observedMessageIds"]
+    # The window's system messages (the observations, rendered for the model) are the model's.
+    window_system = [text_of(m) for m in window["chat"] if m["role"] == "system"]
+    assert observed and window_system and all(text in system for text in window_system), (window_system, system)
+    # The scripted Observer keeps the messages' words: the first turn's reaches the model so.
+    assert "Avignon" in window["observations"] and "Avignon" in system, (window["observations"], system)
+    rest = [text_of(i) for i in first if i.get("role") != "system"]
+    for message_id in observed:
+        text = stored_text(by_id[message_id].content).strip()  # a tool call's message has none
+        assert not (text and any(text in said for said in rest)), (message_id, text, rest)
+    assert {"msg_0", "fc_weather", "call_weather:output"} <= set(observed), observed
+    assert not any(i.get("call_id") == "call_weather" for i in first), first
+    print(f"turns {report['turns']}, observation at turn {report['turn'] + 1}, {len(observed)} messages "
+          f"observed, model input after it: {len(first)} items, {len(ids)} messages stored")
