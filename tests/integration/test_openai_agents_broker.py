@@ -10,8 +10,10 @@ observed messages.  The thread's events show every stored item once.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
+import re
 
 import pytest
 
@@ -39,6 +41,7 @@ PROMPTS = [
     "Remind me: which day does Sam join, and where should we meet?",
 ]
 TOOL_TURN = 1  # the turn (0-based) whose model calls the weather tool
+WINDOW = re.compile(r"^\[turn (\d+)\] window: (\d+) messages observed, (\d+) raw, (\d+) characters of observations$")
 FORECAST = "Sunny in Lyon, 21 degrees, light wind from the north"
 
 
@@ -157,3 +160,34 @@ def test_runner_with_om_session_remembers_through_the_window(new_env, tmp_path):
     assert not any(i.get("call_id") == "call_weather" for i in first), first
     print(f"turns {report['turns']}, observation at turn {report['turn'] + 1}, {len(observed)} messages "
           f"observed, model input after it: {len(first)} items, {len(ids)} messages stored")
+
+
+
+def test_the_agents_example_runs_offline_against_the_local_services(new_env, tmp_path, capsys):
+    # examples/agent.toml's memory options, on this run's namespace; the example's own code,
+    # in this process (its imports are loaded already).
+    from omstream.examples.openai_agents_session import PROMPTS as EXAMPLE_PROMPTS
+    from omstream.examples.openai_agents_session import converse
+
+    env = new_env(options=om_options(observation={"messageTokens": 150, "bufferTokens": False}))
+    env.start_worker()
+    server = Server(env.settings, tmp_path / "serve.log")
+    args = argparse.Namespace(config=str(env.config), model="scripted", thread="example", resource="user-1",
+                              url=server.url, wait=60.0)
+    try:
+        asyncio.run(server.ready())
+        asyncio.run(converse(args, EXAMPLE_PROMPTS[:3]))  # the observation comes on the third
+    finally:
+        server.stop()
+    out = capsys.readouterr().out
+    print(out)
+    windows = [tuple(map(int, m.groups())) for m in map(WINDOW.match, out.splitlines()) if m]
+    assert [w[0] for w in windows] == [1, 2, 3], windows
+    # Turn k's last model call read every message stored so far (the filter's step after the
+    # user's message): k user messages and k-1 replies, observed or raw.
+    assert [observed + raw for _, observed, raw, _ in windows] == [1, 3, 5], windows
+    assert windows[0][1] == 0 and windows[-1][1] > 0, windows  # an observation happened
+    remembered = [int(n) for n in re.findall(r"^\[turn \d+\] scripted/assistant: .*\(I remember (\d+) observations\.\)$",
+                                             out, re.MULTILINE)]
+    assert len(remembered) == 3 and remembered[0] == 0 and remembered[-1] > 0, remembered  # ... and reached the model
+    assert "done: 3 turns in thread 'example'" in out
