@@ -1,7 +1,9 @@
 """omstream inside the agent frameworks people already write: each a thin adapter over
 `omstream.client.ThreadMemory` (the agent-loop protocol), behind an optional extra.
 
-- `openai_agents`: `OmSession`, a Session of the OpenAI Agents SDK (`pip install omstream[agents]`);
+- `openai_agents`: `OmSession`, a Session of the OpenAI Agents SDK (`pip install omstream[agents]`),
+  and `openai_agents_items`, its pure conversion of Responses-API items to chat messages and back
+  (no SDK needed);
 - `pydantic_ai`: a history processor and a run recorder for Pydantic AI (`omstream[pydantic-ai]`);
 - `langgraph`: `OmMemory`, a pre-model hook, a message store and the recall tool for LangGraph
   (`omstream[langgraph]`), with `langgraph_messages`, LangChain messages <-> chat messages;

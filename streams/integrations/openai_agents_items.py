@@ -118,7 +118,8 @@ def _output_to_chat(output: Any) -> str:
 def _message_to_chat(item: Mapping[str, Any]) -> dict[str, Any]:
     role = _ROLES.get(str(item.get("role")))
     if role is None:
-        raise UnsupportedItem(f"a message's role must be user, system, developer or assistant, not {item.get('role')!r}")
+        raise UnsupportedItem(f"a message's role must be user, system, developer or assistant, "
+                              f"not {item.get('role')!r}")
     chat: dict[str, Any] = {"role": role,
                             "content": _content_to_chat(item.get("content"), text_only=role != "user")}
     if (own := item_id(item)) is not None:

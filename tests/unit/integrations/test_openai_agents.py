@@ -189,3 +189,14 @@ async def test_a_run_that_stops_on_a_tool_call_leaves_the_turn_open():
     assert client.turn_ends == []  # c1 has no output yet
     await session.end_turn()
     assert client.turn_ends == ["m2"]
+
+
+def test_without_the_sdk_the_import_names_the_extra(monkeypatch):
+    import importlib
+    import sys
+
+    monkeypatch.setitem(sys.modules, "agents", None)  # as if openai-agents were not installed
+    monkeypatch.setitem(sys.modules, "agents.memory", None)
+    monkeypatch.delitem(sys.modules, "omstream.integrations.openai_agents")
+    with pytest.raises(ImportError, match=r"pip install 'omstream\[agents\]'"):
+        importlib.import_module("omstream.integrations.openai_agents")
