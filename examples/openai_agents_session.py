@@ -4,7 +4,8 @@ Each turn is one `Runner.run` with the same `OmSession`: the SDK reads the sessi
 the thread's context window: the observations, then the messages not observed yet), runs the
 agent on it and the user's message, and writes the run's items back as messages of the thread;
 its final answer ends the turn.  `RunConfig(call_model_input_filter=session.model_input_filter)`
-also gives every model call of a run's tool loop a step and the window after it.  After each
+also gives every model call of a run's tool loop a step and the window after it, and
+`session.recall_tool()` lets the model read the messages behind its observations.  After each
 turn the example prints what the window held and the observations new since the last turn.
 
 Needs a broker, a worker and `om serve` of the same configuration, e.g. offline:
@@ -48,11 +49,12 @@ async def converse(args: argparse.Namespace, prompts: list[str]) -> None:
     settings = load_settings(args.config)
     warm_up()  # litellm with omstream's offline providers (`scripted/...`, `local/...`)
     name = "scripted/assistant" if args.model == "scripted" else args.model
-    agent = Agent(name="trip planner", instructions="You help the user plan cycling trips; be brief.",
-                  model=LitellmModel(model=name))
     async with OmClient(settings) as om:
         session = OmSession(om, args.thread, resource_id=args.resource, base_url=args.url, wait=args.wait,
                             model=name)
+        # The recall tool lets a model that calls tools read the messages behind its observations.
+        agent = Agent(name="trip planner", instructions="You help the user plan cycling trips; be brief.",
+                      model=LitellmModel(model=name), tools=[session.recall_tool()])
         config = RunConfig(tracing_disabled=True, call_model_input_filter=session.model_input_filter)
         shown: set[str] = set()  # observation lines printed already
         for turn, prompt in enumerate(prompts, start=1):

@@ -22,6 +22,7 @@ A thin adapter over `omstream.client.ThreadMemory`, in the SDK's terms:
   function call of the session is left without its output: that is the SDK saving a run's
   final answer.  A run that ends otherwise (a tool's output as the final output, an interruption)
   leaves the turn open; `end_turn()` ends it by hand.
+* `recall_tool()` is the thread's `recall` tool as an SDK function tool, for the agent's tools.
 * `pop_item` refuses (`ImmutableHistory`): the thread is an append-only log, a stored message
   cannot be taken back.  `clear_session` forgets the thread (`ThreadMemory.forget`).
 
@@ -36,11 +37,14 @@ read after it (the instructions stay the agent's).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import json
+from typing import TYPE_CHECKING, Any, Literal
 
 try:
     from agents.memory import SessionSettings
     from agents.run_config import CallModelData, ModelInputData
+    from agents.tool import FunctionTool
+    from agents.tool_context import ToolContext
 except ImportError as exc:  # pragma: no cover - the message is the point
     raise ImportError("omstream.integrations.openai_agents needs the OpenAI Agents SDK: "
                       "pip install 'omstream[agents]'") from exc
@@ -130,6 +134,21 @@ class OmSession:
             return data.model_data  # nothing new since the window the input was built from
         items: list[Any] = chat_to_items((await self._read())["chat"])
         return ModelInputData(input=items, instructions=data.model_data.instructions)
+
+    def recall_tool(self, *, scope: Literal["thread", "resource"] = "resource", search: bool = False,
+                    instructions: str | None = None) -> FunctionTool:
+        """The thread's `recall` tool as a function tool of the SDK (`Agent(tools=[...])`): the
+        model reads the messages behind its observations, answered by `om serve`
+        (`omstream.client.tools.RecallTool`; a refused call is answered `{"error": reason}`)."""
+        recall = self.memory.recall_tool(scope=scope, search=search, instructions=instructions)
+        function = recall.definition["function"]
+
+        async def invoke(context: ToolContext[Any], arguments: str) -> str:
+            return json.dumps(await recall(arguments), ensure_ascii=False)
+
+        return FunctionTool(name=function["name"], description=function["description"],
+                            params_json_schema=function["parameters"], on_invoke_tool=invoke,
+                            strict_json_schema=False)
 
     async def _read(self) -> dict[str, Any]:
         if self._unstepped:

@@ -70,7 +70,6 @@ def test_runner_with_om_session_remembers_through_the_window(new_env, tmp_path):
     env.start_worker()
     server = Server(env.settings, tmp_path / "serve.log")
     model = ScriptedModel()
-    agent = Agent(name="planner", instructions="You help plan cycling trips.", model=model, tools=[weather])
     config = RunConfig(tracing_disabled=True)
     report: dict = {}
 
@@ -78,6 +77,8 @@ def test_runner_with_om_session_remembers_through_the_window(new_env, tmp_path):
         await server.ready()
         async with OmClient(env.settings) as om:
             session = OmSession(om, THREAD, resource_id="u1", base_url=server.url, wait=60)
+            agent = Agent(name="planner", instructions="You help plan cycling trips.", model=model,
+                          tools=[weather, session.recall_tool(scope="thread")])
             for turn, prompt in enumerate(PROMPTS):
                 calls_before = len(model.calls)
                 if turn == TOOL_TURN:
@@ -102,8 +103,16 @@ def test_runner_with_om_session_remembers_through_the_window(new_env, tmp_path):
                     report.update(turn=turn, window=window, input=first)
                     break
             report["turns"] = turn + 1
+            # One more turn: the model reads the observed start of the thread back with `recall`.
+            calls_before = len(model.calls)
+            model.enqueue([function_call("recall", {"anchor": "start", "limit": 2}, call_id="call_recall",
+                                         item_id="fc_recall")])
+            model.enqueue([assistant_message("You started with Avignon.", item_id="msg_recall")])
+            await Runner.run(agent, "How did our conversation start?", session=session, run_config=config)
+            report["recall"] = list(model.calls[calls_before + 1].input)
             async with EventWatcher(env.settings) as watcher:
-                expected = 2 * report["turns"] + 2  # user + reply per turn, the call and its result
+                # user + reply per turn, the weather call and its result, the recall turn's four
+                expected = 2 * report["turns"] + 2 + 4
                 await watcher.wait_for(lambda evs: sum(e.type == "om-message-accepted" for e in evs) >= expected)
 
     try:
@@ -131,8 +140,9 @@ def test_runner_with_om_session_remembers_through_the_window(new_env, tmp_path):
     # --- the stored thread: every message once, the tool call and its result among them
     accepted = [e for e in asyncio.run(events(env.settings)) if e.type == "om-message-accepted"]
     ids = [e.data.message.id for e in accepted]
-    assert len(ids) == len(set(ids)) == 2 * report["turns"] + 2, ids
-    assert {"fc_weather", "call_weather:output", "msg_0", f"msg_{report['turns'] - 1}"} <= set(ids), ids
+    assert len(ids) == len(set(ids)) == 2 * report["turns"] + 2 + 4, ids
+    assert {"fc_weather", "call_weather:output", "msg_0", f"msg_{report['turns'] - 1}", "fc_recall",
+            "call_recall:output", "msg_recall"} <= set(ids), ids
     by_id = {e.data.message.id: e.data.message for e in accepted}
     call_part = by_id["fc_weather"].content[0]
     assert (call_part.type, call_part.tool_call_id, call_part.tool_name, call_part.args) == (
@@ -158,6 +168,10 @@ def test_runner_with_om_session_remembers_through_the_window(new_env, tmp_path):
         assert not (text and any(text in said for said in rest)), (message_id, text, rest)
     assert {"msg_0", "fc_weather", "call_weather:output"} <= set(observed), observed
     assert not any(i.get("call_id") == "call_weather" for i in first), first
+    # --- the recall tool (answered by om serve) gave the model the observed first message back
+    recalled = [i for i in report["recall"] if i.get("type") == "function_call_output"
+                and i["call_id"] == "call_recall"]
+    assert len(recalled) == 1 and PROMPTS[0][:40] in recalled[0]["output"], report["recall"]
     print(f"turns {report['turns']}, observation at turn {report['turn'] + 1}, {len(observed)} messages "
           f"observed, model input after it: {len(first)} items, {len(ids)} messages stored")
 
