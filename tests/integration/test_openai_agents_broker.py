@@ -24,6 +24,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call  # no
 
 from omstream.client import OmClient  # noqa: E402
 from omstream.integrations.openai_agents import OmSession  # noqa: E402
+from tests.integration.conftest import Env  # noqa: E402
 from tests.integration.options import om_options  # noqa: E402
 from tests.integration.support import EventWatcher, Server, events  # noqa: E402
 
@@ -65,16 +66,34 @@ def stored_text(content) -> str:
     return " ".join(getattr(p, "text", None) or str(getattr(p, "result", "") or "") for p in content)
 
 
-def test_runner_with_om_session_remembers_through_the_window(new_env, tmp_path):
-    env = new_env(options=om_options(observation={"messageTokens": 140, "bufferTokens": False}))
+@pytest.fixture(scope="module")
+def services(broker, tmp_path_factory):
+    """One namespace, its worker and `om serve` for this file's tests (each on its own thread):
+    the scripted Observer, blocking at a small threshold (about examples/agent.toml's)."""
+    root = tmp_path_factory.mktemp("agents")
+    env = Env(broker, root / "env", om_options(observation={"messageTokens": 140, "bufferTokens": False}))
     env.start_worker()
-    server = Server(env.settings, tmp_path / "serve.log")
+    server = Server(env.settings, root / "serve.log")
+    try:
+        asyncio.run(server.ready())
+        yield env, server
+    finally:
+        server.stop()
+        for worker in env.workers:
+            worker.stop()
+
+
+def accepted_of(evs: list, thread: str) -> list:
+    return [e for e in evs if e.type == "om-message-accepted" and e.data.message.thread_id == thread]
+
+
+def test_runner_with_om_session_remembers_through_the_window(services):
+    env, server = services
     model = ScriptedModel()
     config = RunConfig(tracing_disabled=True)
     report: dict = {}
 
     async def scenario() -> None:
-        await server.ready()
         async with OmClient(env.settings) as om:
             session = OmSession(om, THREAD, resource_id="u1", base_url=server.url, wait=60)
             agent = Agent(name="planner", instructions="You help plan cycling trips.", model=model,
@@ -113,12 +132,9 @@ def test_runner_with_om_session_remembers_through_the_window(new_env, tmp_path):
             async with EventWatcher(env.settings) as watcher:
                 # user + reply per turn, the weather call and its result, the recall turn's four
                 expected = 2 * report["turns"] + 2 + 4
-                await watcher.wait_for(lambda evs: sum(e.type == "om-message-accepted" for e in evs) >= expected)
+                await watcher.wait_for(lambda evs: len(accepted_of(evs, THREAD)) >= expected)
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        server.stop()
+    asyncio.run(scenario())
 
     # --- the tool round trip, while unobserved
     after_tool = report["after_tool"]
@@ -138,7 +154,7 @@ def test_runner_with_om_session_remembers_through_the_window(new_env, tmp_path):
     assert second_call[-1]["output"] == FORECAST
 
     # --- the stored thread: every message once, the tool call and its result among them
-    accepted = [e for e in asyncio.run(events(env.settings)) if e.type == "om-message-accepted"]
+    accepted = accepted_of(asyncio.run(events(env.settings)), THREAD)
     ids = [e.data.message.id for e in accepted]
     assert len(ids) == len(set(ids)) == 2 * report["turns"] + 2 + 4, ids
     assert {"fc_weather", "call_weather:output", "msg_0", f"msg_{report['turns'] - 1}", "fc_recall",
@@ -177,22 +193,16 @@ def test_runner_with_om_session_remembers_through_the_window(new_env, tmp_path):
 
 
 
-def test_the_agents_example_runs_offline_against_the_local_services(new_env, tmp_path, capsys):
-    # examples/agent.toml's memory options, on this run's namespace; the example's own code,
-    # in this process (its imports are loaded already).
+def test_the_agents_example_runs_offline_against_the_local_services(services, capsys):
+    # The example's own code, in this process (its imports are loaded already), on a thread of
+    # its own.
     from omstream.examples.openai_agents_session import PROMPTS as EXAMPLE_PROMPTS
     from omstream.examples.openai_agents_session import converse
 
-    env = new_env(options=om_options(observation={"messageTokens": 150, "bufferTokens": False}))
-    env.start_worker()
-    server = Server(env.settings, tmp_path / "serve.log")
+    env, server = services
     args = argparse.Namespace(config=str(env.config), model="scripted", thread="example", resource="user-1",
                               url=server.url, wait=60.0)
-    try:
-        asyncio.run(server.ready())
-        asyncio.run(converse(args, EXAMPLE_PROMPTS[:3]))  # the observation comes on the third
-    finally:
-        server.stop()
+    asyncio.run(converse(args, EXAMPLE_PROMPTS[:3]))  # the observation comes on the third
     out = capsys.readouterr().out
     print(out)
     windows = [tuple(map(int, m.groups())) for m in map(WINDOW.match, out.splitlines()) if m]
