@@ -6,6 +6,7 @@
     om topics create
     om worker                  the Faust worker (fold + model agents)
     om serve                   the HTTP read side (context windows)
+    om mcp [--transport http]  an MCP server of the memories (stdio, or streamable HTTP)
     om produce FILE.jsonl      send chat messages (and the markers and commands of a conversation file)
     om tail [--namespace NS]   print lifecycle events as they happen (the running demo's namespace by default)
     om export --thread T       a thread's history in the log, as a conversation file for om simulate
@@ -28,7 +29,7 @@ with exit status 1 and one line per problem on stderr, never a traceback; a file
 read (`om produce`, `om simulate`) or a thread with nothing to export is exit status 2
 (`omstream.cli.common` maps every error to its lines and status).
 
-One module per command group: `broker` (broker, topics), `servers` (worker, serve),
+One module per command group: `broker` (broker, topics), `servers` (worker, serve), `mcp`,
 `conversations` (produce, export), `tail`, `manual` (observe, reflect, title), `offline`
 (simulate, schema, config), `model`, `versions` (replay, versions, diff, switch, drop),
 `repartition` and `demo`; `namespaces` chooses the namespace `tail`, `dlq` and `export` read

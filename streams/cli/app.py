@@ -10,7 +10,7 @@ import argparse
 import logging
 from typing import Any
 
-from . import broker, conversations, demo, dlq, manual, model, offline, repartition, servers, tail, versions
+from . import broker, conversations, demo, dlq, manual, mcp, model, offline, repartition, servers, tail, versions
 from .common import report
 
 __all__ = ["build_parser", "main"]
@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         return commands.add_parser(name, parents=[no_config if name == "simulate" else common], **kwargs)
 
     # In the order `om --help` lists them.
-    for group in (demo, model, broker, servers, conversations, manual, offline, versions, repartition, tail, dlq):
+    for group in (demo, model, broker, servers, mcp, conversations, manual, offline, versions, repartition, tail, dlq):
         group.add_commands(command)
     return parser
 

@@ -28,6 +28,7 @@ is `PLAIN` and the client starts nothing more.  `send_raw` writes bytes as given
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
@@ -106,8 +107,10 @@ async def _refusal(response: Any, what: str) -> ServerRefused:
 
 
 class OmClient:
-    def __init__(self, settings: Settings, *, sealer: Sealer | None = None) -> None:
+    def __init__(self, settings: Settings, *, sealer: Sealer | None = None, token: str | None = None) -> None:
         self.settings = settings
+        #: The bearer token the reads from `om serve` show (`omstream.api_tokens`); None: none.
+        self.token = token
         self.topics = Topics.of(settings)
         self._producer: AIOKafkaProducer | None = None
         self.sealer = sealer if sealer is not None else sealer_of(settings, repair=False)
@@ -134,6 +137,17 @@ class OmClient:
             self._producer = None
         await self._barrier.stop()
         await self.sealer.stop()
+
+    def with_token(self, token: str | None) -> OmClient:
+        """This client reading `om serve` with `token`: the same producer and sealer (so not
+        entered or left on its own), for a server that reads for several callers, each with
+        the token it was shown (`om mcp`)."""
+        reader = copy.copy(self)
+        reader.token = token
+        return reader
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
     def _key(self, thread_id: str, resource_id: str | None) -> bytes:
         return memory_key(self.settings.om, thread_id, resource_id).encode()
@@ -261,7 +275,7 @@ class OmClient:
             params["after"] = str(after)
         if version is not None:
             params["version"] = version
-        async with aiohttp.ClientSession() as http:
+        async with aiohttp.ClientSession(headers=self._headers()) as http:
             async with http.get(url, params=params, timeout=aiohttp.ClientTimeout(total=wait + 30)) as r:
                 if r.status == 404:
                     return None
@@ -288,7 +302,7 @@ class OmClient:
         import aiohttp
 
         params = {"version": version} if version is not None else {}
-        async with aiohttp.ClientSession() as http:
+        async with aiohttp.ClientSession(headers=self._headers()) as http:
             async with http.get(f"{base_url or self.web_url}/threads", params=params,
                                 timeout=aiohttp.ClientTimeout(total=30)) as r:
                 if r.status >= 400:
@@ -315,7 +329,7 @@ class OmClient:
             query["version"] = version
         body = {_camel(k): v for k, v in params.items() if v is not None}
         url = f"{base_url or self.web_url}/threads/{quote(thread_id, safe='')}/recall"
-        async with aiohttp.ClientSession() as http:
+        async with aiohttp.ClientSession(headers=self._headers()) as http:
             async with http.post(url, params=query, json=body, timeout=aiohttp.ClientTimeout(total=wait + 30)) as r:
                 if r.status == 404:
                     return None
