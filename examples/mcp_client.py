@@ -12,7 +12,7 @@ Needs a broker, a worker and `om serve` of the same configuration, e.g. offline:
     om serve --config examples/agent.toml &
     python examples/mcp_client.py --config examples/agent.toml
 
-With tokens configured (`omstream.api_tokens`), set `OM_TOKEN` to one of them: `om mcp` reads
+With tokens configured (`omstream.api_tokens`), set `OMSTREAM_TOKEN` to one of them: `om mcp` reads
 `om serve` with it.  The memory's Observer is the configuration's (the scripted one here).
 """
 
@@ -59,8 +59,8 @@ async def main() -> int:
     args = parse_args()
     command = [sys.executable, "-m", "omstream.cli", "--config", args.config, "mcp",
                *(["--url", args.url] if args.url else [])]
-    # The SDK passes a small default environment to the server; OM_* variables go on explicitly.
-    env = {k: v for k, v in os.environ.items() if k.startswith("OM_")}
+    # The SDK passes a small default environment to the server; ours goes on explicitly.
+    env = {k: v for k, v in os.environ.items() if k.startswith(("OM_", "OMSTREAM_"))}
     server = StdioServerParameters(command=command[0], args=command[1:], env=env)
     async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
         await session.initialize()

@@ -30,7 +30,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     setup_logging(args.log_level.upper())
     try:
         if args.transport == "stdio":
-            asyncio.run(run_stdio(settings, url=url, token=os.environ.get("OM_TOKEN") or None, wait=args.wait))
+            asyncio.run(run_stdio(settings, url=url, token=os.environ.get("OMSTREAM_TOKEN") or None, wait=args.wait))
         else:
             host = args.host or settings.web_host
             asyncio.run(run_http(settings, url=url, host=host, port=args.listen_port, wait=args.wait,
@@ -45,7 +45,7 @@ def add_commands(command: CommandMaker) -> None:
                 description="Serve the namespace's memories as an MCP server: tools context, recall, search and "
                 "add_messages, and each thread's window and observations as resources. It reads from om serve "
                 "(--url) and writes to Kafka, as an agent does. Over stdio (the default, what a desktop client "
-                "spawns) it reads om serve with the token in OM_TOKEN, if any; over HTTP each request shows its "
+                "spawns) it reads om serve with the token in OMSTREAM_TOKEN, if any; over HTTP each request shows its "
                 "own, one of om serve's tokens (omstream.api_tokens), and om serve answers it by that token's "
                 "grants. Needs the extra: pip install 'omstream[mcp]'.")
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio",

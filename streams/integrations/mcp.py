@@ -13,7 +13,7 @@ running `om serve` and writes to Kafka through one `OmClient`.
 Who may read and write what is `om serve`'s token table: over HTTP each request shows a bearer
 token (401 at the door for none or an unknown one, when the configuration has tokens), and
 `om serve` answers every read made for it by that token's grants; over stdio the caller is the
-local user who spawned the process, and the token is `OM_TOKEN`'s (see `mcp_tools`).
+local user who spawned the process, and the token is `OMSTREAM_TOKEN`'s (see `mcp_tools`).
 
 A refused call (arguments that do not fit the tool's schema, an unknown thread, `om serve`'s
 refusal) is a tool result with `isError`, and a refused resource read an MCP error: the server

@@ -87,7 +87,9 @@ async def exercise(session: ClientSession, thread: str) -> dict:
         assert tool.input_schema["type"] == "object"
         jsonschema.Draft202012Validator.check_schema(tool.input_schema)
 
+    began = time.monotonic()
     stored, last = await converse(session, thread)
+    print(f"{thread}: {len(stored) // 2} turns until observed, {time.monotonic() - began:.1f} s")
     again = await session.call_tool("add_messages", {  # the first message again, by its id: skipped
         "threadId": thread, "resourceId": "alice",
         "messages": [{"role": "user", "content": TURNS[0][0], "id": f"{thread}-u0"}]})
@@ -101,8 +103,10 @@ async def exercise(session: ClientSession, thread: str) -> dict:
     assert f"{thread}-u0" in observed and "Avignon" in window["observations"], window["observations"]
     assert not observed & {m["id"] for m in window["messages"]}, window["messages"]
     assert observed | {m["id"] for m in window["messages"]} == set(stored)
-    chat = json.dumps(window["chat"])
-    assert "Avignon" in chat and TURNS[0][0] not in chat  # the observation, not the observed message
+    # The model's input: the observation in the system part, the observed message no more a message.
+    system = json.dumps([c for c in window["chat"] if c["role"] == "system"])
+    said = json.dumps([c for c in window["chat"] if c["role"] != "system"])
+    assert "Avignon" in system and TURNS[0][0] not in said, window["chat"]
 
     recalled = await session.call_tool("recall", {"threadId": thread, "anchor": "start", "limit": 2})
     assert not recalled.is_error and f"{thread}-u0" in recalled.content[0].text, recalled.content
@@ -116,6 +120,7 @@ async def exercise(session: ClientSession, thread: str) -> dict:
             break
         await asyncio.sleep(0.3)
     assert found and found["count"] >= 1 and "Avignon" in found["results"], found
+    print(f"{thread}: context, recall and search answered {time.monotonic() - began:.1f} s after the first turn")
 
     observations = await session.read_resource(f"omstream://threads/{thread}/observations")
     assert observations.contents[0].text == window["observations"]
@@ -139,7 +144,7 @@ def _om_mcp(env, *args: str) -> list[str]:
 
 async def over_stdio(env, url: str, log) -> dict:
     params = StdioServerParameters(command=_om_mcp(env)[0], args=[*_om_mcp(env, "--url", url)[1:]],
-                                   env={"OM_TOKEN": ALICE, "OM_API_TOKENS": TOKENS, "PYTHONUNBUFFERED": "1"})
+                                   env={"OMSTREAM_TOKEN": ALICE, "OM_API_TOKENS": TOKENS, "PYTHONUNBUFFERED": "1"})
     with open(log, "w") as errors:
         async with stdio_client(params, errlog=errors) as (read, write), ClientSession(read, write) as session:
             return await exercise(session, "mcp-stdio")
