@@ -81,7 +81,7 @@ async def main() -> int:
         window = (await session.call_tool("context", {"threadId": args.thread})).structured_content
         print(f"context: {len(window['observedMessageIds'])} messages observed, {len(window['messages'])} raw")
         observations = await session.read_resource(f"omstream://threads/{args.thread}/observations")
-        for line in observations.contents[0].text.splitlines():
+        for line in getattr(observations.contents[0], "text", "").splitlines():
             print("    |", line)
         recalled = await session.call_tool("recall", {"threadId": args.thread, "anchor": "start", "limit": 2})
         print("recall:", text(recalled)[:300])

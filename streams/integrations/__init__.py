@@ -7,7 +7,9 @@
 - `pydantic_ai`: a history processor and a run recorder for Pydantic AI (`omstream[pydantic-ai]`);
 - `langgraph`: `OmMemory`, a pre-model hook, a message store and the recall tool for LangGraph
   (`omstream[langgraph]`), with `langgraph_messages`, LangChain messages <-> chat messages;
-- `mcp`: `om mcp`, an MCP server of a namespace's memories (`omstream[mcp]`).
+- `mcp`: `om mcp`, an MCP server of a namespace's memories, on the `mcp` SDK (`omstream[mcp]`);
+  `mcp_tools` is what its tools and resources do, apart from the SDK (schemas, argument checks,
+  the answers through `OmClient`; it needs no extra).
 
 Importing a module here without its framework installed raises an ImportError that names the
 extra to install.

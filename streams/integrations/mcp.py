@@ -80,7 +80,8 @@ def build_server(tools: MemoryTools, token_of: TokenOf) -> Server[Any]:
             types.Tool(name=spec.name, description=spec.description, input_schema=spec.input_schema)
             for spec in tools.specs.values()])
 
-    async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(ctx: ServerRequestContext[Any, Any],
+                        params: types.CallToolRequestParams) -> types.CallToolResult:
         try:
             answer = await tools.call(params.name, params.arguments, token_of(ctx))
         except BadCall as exc:

@@ -98,7 +98,8 @@ def tool_specs(om: OmConfig) -> dict[str, ToolSpec]:
         ToolSpec(SEARCH, "Search the observations by meaning (recall's search mode: needs retrieval.vector), "
                          "in the thread's scope: the thread, or every thread of its resource.",
                  _object({"threadId": _THREAD, "query": {**_ID, "description": "What to search for."},
-                          "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Results, at most."}},
+                          "limit": {"type": "integer", "minimum": 1, "maximum": 50,
+                                    "description": "Results, at most."}},
                          ["threadId", "query"])),
         ToolSpec(ADD_MESSAGES, "Append chat messages to the thread, each once (an id the thread holds is skipped), "
                                "then mark a step, where the memory checks its thresholds; returns the ids stored.",
@@ -145,11 +146,12 @@ class MemoryTools:
             raise BadCall(f"no tool {name!r}: {', '.join(self.specs)}")
         args = checked(spec, arguments)
         try:
-            return await getattr(self, name)(self.client.with_token(token), **args)
+            answer: dict[str, Any] = await getattr(self, name)(self.client.with_token(token), **args)
         except BadCall:
             raise
         except (OmError, OSError) as exc:  # om serve's refusal or absence, a message that cannot be stored
             raise BadCall(_reason(exc)) from None
+        return answer
 
     async def window(self, thread_id: str, token: str | None) -> dict[str, Any]:
         """The thread's window (the context resource)."""

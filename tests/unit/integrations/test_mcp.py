@@ -138,8 +138,10 @@ def test_importing_it_without_the_sdk_names_the_extra(monkeypatch):
 
 
 def test_om_mcp_over_http_off_loopback_without_tokens_is_refused_before_anything(monkeypatch, capsys):
+    import omstream.logs
     from omstream.cli import main
 
+    monkeypatch.setattr(omstream.logs, "setup_logging", lambda level: None)  # the tests' own logging stays
     monkeypatch.delenv("OM_API_TOKENS", raising=False)
     monkeypatch.delenv("OM_API_TOKENS_FILE", raising=False)
     monkeypatch.setenv("OM_BOOTSTRAP", "127.0.0.1:1")  # nothing listens: the check comes first
