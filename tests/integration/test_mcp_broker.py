@@ -18,11 +18,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 from collections import Counter
 from contextlib import AsyncExitStack
+from pathlib import Path
 
 import aiohttp
 import jsonschema
@@ -41,6 +43,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
 pytestmark = pytest.mark.integration
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mcp_client.py"
 
 ALICE, BOB, WRONG = "alice-token-0123456789", "bob-token-0123456789ab", "wrong-token-0123456789"
 TOKENS = f"{ALICE} = alice; {BOB} = bob"
@@ -211,12 +215,20 @@ def test_om_mcp_over_stdio_and_streamable_http(new_env, tmp_path, monkeypatch):
                                     stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         _wait_listening(proc, http_log)
         http = asyncio.run(over_http(f"http://127.0.0.1:{port}/mcp"))
+        example = subprocess.run([sys.executable, str(EXAMPLE), "--config", str(env.config), "--url", server.url,
+                                  "--thread", "mcp-example", "--resource", "alice"],
+                                 env={**os.environ, "OMSTREAM_TOKEN": ALICE}, capture_output=True, text=True,
+                                 timeout=120)
     finally:
         if proc is not None:
             proc.terminate()
             proc.wait(timeout=20)
         server.stop()
     took = time.monotonic() - started
+    # The example client, as its docstring runs it: it reaches an observation and reads it back.
+    assert example.returncode == 0, (example.stdout, example.stderr[-3000:])
+    assert re.search(r"^\[turn \d\] stored .*: [1-9]\d* messages observed", example.stdout, re.M), example.stdout
+    assert "    | " in example.stdout and "a malformed call: isError=True" in example.stdout, example.stdout
 
     accepted = Counter((e.thread_id, e.data.message.id) for e in asyncio.run(events(env.settings))
                        if e.type == "om-message-accepted")

@@ -148,3 +148,14 @@ def test_om_mcp_over_http_off_loopback_without_tokens_is_refused_before_anything
     assert main(["mcp", "--transport", "http", "--host", "0.0.0.0"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("om mcp: --host '0.0.0.0' is not a loopback address"), err
+
+
+def test_the_client_reads_om_serve_with_the_token_it_is_given():
+    from omstream.client.om_client import OmClient
+
+    client = OmClient(Settings())
+    reader = client.with_token(USER)
+    assert client._headers() == {} and reader._headers() == {"Authorization": f"Bearer {USER}"}
+    # The same producer and sealer: one Kafka client for every caller of om mcp.
+    assert reader._producer is client._producer and reader.sealer is client.sealer and client.token is None
+    assert OmClient(Settings(), token=ADMIN)._headers() == {"Authorization": f"Bearer {ADMIN}"}
