@@ -92,7 +92,8 @@ def tool_specs(om: OmConfig) -> dict[str, ToolSpec]:
         ToolSpec(CONTEXT, "The thread's context window: its observations, then the messages not yet observed "
                           "(also as ready-made chat messages, `chat`).",
                  _object({"threadId": _THREAD, "resourceId": {**_RESOURCE, "description": (
-                     "The resource the thread should belong to: a thread whose messages name another is refused.")}},
+                     "The resource the thread should belong to: a thread whose unobserved messages name another is "
+                     "refused.")}},
                      ["threadId"])),
         _recall_spec(resolve(om).retrieval),
         ToolSpec(SEARCH, "Search the observations by meaning (recall's search mode: needs retrieval.vector), "
