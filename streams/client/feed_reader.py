@@ -72,10 +72,12 @@ async def sse_frames(lines: AsyncIterable[bytes]) -> AsyncIterator[tuple[str | N
 
 async def follow_feed(url: str, *, after: int | None = None, types: Iterable[str] | None = None,
                       version: str | None = None, follow: bool = True, retry_delay: float = 1.0,
-                      retries: int = 10, idle_timeout: float = 60.0) -> AsyncIterator[FeedEvent]:
+                      retries: int = 10, idle_timeout: float = 60.0,
+                      token: str | None = None) -> AsyncIterator[FeedEvent]:
     """The events of the feed at `url`, after `after`; with `follow` forever (reconnecting),
     without it until the server's `[DONE]`.  `retries` consecutive failed connections raise
-    `FeedError`; a connection that gave events resets the count."""
+    `FeedError`; a connection that gave events resets the count.  `token`: the bearer token
+    shown to a server that has tokens."""
     import aiohttp
 
     params = {"follow": "true" if follow else "false"}
@@ -86,7 +88,8 @@ async def follow_feed(url: str, *, after: int | None = None, types: Iterable[str
     last, failures = after, 0
     # sock_read: pings come every 15 s, so a silent connection for longer is a dead one.
     timeout = aiohttp.ClientTimeout(total=None, connect=10, sock_read=idle_timeout)
-    async with aiohttp.ClientSession(timeout=timeout) as http:
+    shown = {"Authorization": f"Bearer {token}"} if token else {}
+    async with aiohttp.ClientSession(timeout=timeout, headers=shown) as http:
         while True:
             headers = {"Last-Event-ID": str(last)} if last is not None else {}
             try:

@@ -293,7 +293,8 @@ class OmClient:
         and in order; without it, what the server keeps and then the end.  `types` filters by
         event type (`data-om-status`, `om-message-accepted`, ...)."""
         url = f"{base_url or self.web_url}/threads/{quote(thread_id, safe='')}/events"
-        async for event in follow_feed(url, after=after, types=types, version=version, follow=follow):
+        async for event in follow_feed(url, after=after, types=types, version=version, follow=follow,
+                                       token=self.token):
             yield event
 
     async def threads(self, *, version: str | None = None, base_url: str | None = None) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ import pytest
 
 from omstream.api_tokens import TokenTable, grants_from_text
 from omstream.client import OmClient
+from omstream.client.om_client import ServerRefused
 from omstream.projections.feed import ProjectionFeed
 from omstream.projections.http.web import build_web_app
 from tests.helpers import message
@@ -74,6 +75,14 @@ def test_every_route_refuses_a_missing_wrong_or_foreign_token(new_env, tmp_path,
             assert status == 200 and "ALICE-PRIVATE" in body
             status, _, body = await fetch(f"{base}/threads", ADMIN, query=True)
             assert status == 200 and "alice-t" in body and "bob-t" in body
+            # The client reads as its token allows: the window, and the feed it follows.
+            reader = OmClient(env.settings, token=ALICE)
+            window = await reader.context("alice-t", base_url=base, wait=0)
+            feed = [e async for e in reader.events("alice-t", follow=False, base_url=base)]
+            assert window is not None and "ALICE-PRIVATE" in str(window["messages"])
+            assert sum(e.type == "om-message-accepted" for e in feed) == 3, [e.type for e in feed]
+            with pytest.raises(ServerRefused, match="403"):
+                await reader.context("bob-t", base_url=base, wait=0)
             for path in paths:
                 if path in public:
                     status, _, body = await fetch(base + path, None)
