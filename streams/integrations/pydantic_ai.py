@@ -45,7 +45,7 @@ except ImportError as exc:  # pragma: no cover - the extra is installed wherever
     raise ImportError("omstream.integrations.pydantic_ai needs Pydantic AI: "
                       "pip install 'omstream[pydantic-ai]'") from exc
 
-from omstream.client.thread_memory import ThreadMemory
+from omstream.client.thread_memory import ThreadMemory, empty_window
 from omstream.projections.views.chat import chat_messages
 from omstream.schemas.messages import Message
 
@@ -69,6 +69,9 @@ class OmMemory:
         # The agent's system prompts of the run in progress: Pydantic AI puts them in the run's
         # first request only, which the memory may observe; they are not stored.
         self._system: tuple[str | None, list[SystemPromptPart]] = (None, [])
+        #: The context window read after the last step: what the model was given at the last
+        #: model request (the thread's memory as of then).
+        self.window: dict[str, Any] = empty_window(thread_id)
 
     # --- storing ----------------------------------------------------------------------------------
     async def _store(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
@@ -106,14 +109,18 @@ class OmMemory:
         # request (the one that records the step), so the window's mark decides first.
         run = [m for m in messages if m.run_id is not None and m.run_id == ctx.run_id and not is_window(m)]
         system = self._system_prompts(ctx.run_id, run)
-        run = await self._store(run)
-        window = await self.thread.step(model=getattr(ctx.model, "model_name", None))
-        ours = {i for m in run for i in stored_ids(m) or ()}
+        # The request about to be sent (the prompt, or the tool returns) is stored at the next
+        # request or by `record`, after this step: the model reads its newest input as it is,
+        # never only through an observation the step made of it.
+        pending = run[-1:] if run and isinstance(run[-1], ModelRequest) else []
+        done = await self._store(run[:len(run) - len(pending)])
+        window = self.window = await self.thread.step(model=getattr(ctx.model, "model_name", None))
+        ours = {i for m in done for i in stored_ids(m) or ()}
         raw = [Message.model_validate(m) for m in window["messages"]]
         head = window["chat"][:len(window["chat"]) - len(chat_messages(raw))]  # observations, reminder
         before = chat_messages([m for m in raw if m.id not in ours])  # earlier runs' unobserved messages
         observed = set(window["observedMessageIds"])
-        unobserved = [_without_system(m) for m in run
+        unobserved = [_without_system(m) for m in [*done, *pending]
                       if not (ids := stored_ids(m) or []) or not set(ids) <= observed]
         lead = ModelRequest(parts=list(system), metadata={MARK: "window"})
         return [*([lead] if system else []), *messages_of([*head, *before]), *without_orphans(unobserved)]

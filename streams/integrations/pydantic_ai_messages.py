@@ -147,11 +147,11 @@ def _user_item(part: Any) -> UserContent:
         return BinaryContent.from_data_uri(url) if url.startswith("data:") else ImageUrl(url=url)
     if kind == "file":
         file = part.get("file") or {}
-        data, url = file.get("file_data"), file.get("file_url")
+        data, address = file.get("file_data"), file.get("file_url")
         if isinstance(data, str) and data.startswith("data:"):
             return BinaryContent.from_data_uri(data)
-        if url:
-            return DocumentUrl(url=str(url))
+        if address:
+            return DocumentUrl(url=str(address))
         return f"[File: {file.get('filename') or 'attachment'}]"
     return str(part.get("text", "")) if isinstance(part, Mapping) else str(part)
 

@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -174,7 +178,8 @@ def test_a_pydantic_ai_agent_gets_the_window_and_stores_each_message_once(new_en
 
 
 async def converse(settings, url: str):
-    """Run the conversation; per turn (index of its first model request, window after the turn)."""
+    """Run the conversation; per turn (index of its first model request, window after its last
+    step: the memory observes at steps only)."""
     model = Scripted()
 
     async def weather(city: str) -> str:
@@ -191,5 +196,34 @@ async def converse(settings, url: str):
             first = len(model.received)
             result = await agent.run(prompt)
             recorded.append(await memory.record(result.new_messages()))
-            turns.append((first, await memory.thread.window()))
+            turns.append((first, memory.window))  # the window after the turn's last step
     return model, turns, recorded
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "pydantic_ai_agent.py"
+MEMORY = re.compile(r"^\[turn (\d)\] memory: (\d+) messages observed, (\d+) unobserved, (\d+) characters")
+
+
+def test_the_pydantic_ai_example_runs_against_the_local_services(new_env, tmp_path):
+    # examples/agent.toml's memory options, on this run's namespace
+    env = new_env(options=om_options(observation={"messageTokens": 150, "bufferTokens": False},
+                                     retrieval={"scope": "resource"}))
+    env.start_worker()
+    server = Server(env.settings, tmp_path / "serve.log")
+    try:
+        asyncio.run(server.ready())
+        run = subprocess.run([sys.executable, str(EXAMPLE), "--config", str(env.config), "--url", server.url,
+                              "--wait", "60"], capture_output=True, text=True, timeout=240)
+    finally:
+        server.stop()
+    print(run.stdout)
+    assert run.returncode == 0, (run.stderr[-3000:], env.logs())
+    memory = [tuple(map(int, m.groups())) for m in map(MEMORY.match, run.stdout.splitlines()) if m]
+    assert [turn for turn, *_ in memory] == [1, 2, 3, 4, 5], run.stdout
+    observed = [n for _, n, _, _ in memory]
+    assert observed[0] == 0 and observed[-1] > 0 and observed == sorted(observed), memory
+    assert "    call recall " in run.stdout and "    recall answered " in run.stdout
+    assert "(offline) recall answered: " in run.stdout and "[turn 5] agent: (offline) I was given" not in run.stdout
+    given = [int(n) for n in re.findall(r"agent: \(offline\) I was given (\d+) observation lines", run.stdout)]
+    assert given[0] == 0 and given[-1] > 0, given  # the observations reached the model
+    assert "User said: Hi! I'm planning a cycling trip" in run.stdout
