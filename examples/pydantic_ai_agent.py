@@ -63,7 +63,9 @@ class Offline:
         if returns:
             answer = returns[0].content  # the recall tool's result: its `messages` are text
             text = str(answer.get("messages", answer)) if isinstance(answer, dict) else str(answer)
-            first = next((line for line in text.splitlines() if line.strip() and not line.startswith("**")), text)
+            lines = text.splitlines()  # a header per message ("**user (date)** [id]:"), then its text
+            start = next((i for i, line in enumerate(lines) if line.startswith("**user")), len(lines))
+            first = next((line for line in lines[start + 1:] if line.strip()), text[:200])
             return ModelResponse(parts=[TextPart(f"(offline) recall answered: {first}")])
         if self.recall:
             self.recall = False
@@ -100,10 +102,11 @@ async def converse(args: argparse.Namespace) -> None:
             offline_model.recall = turn == len(PROMPTS)
             result = await agent.run(prompt)
             await memory.record(result.new_messages())
-            window = memory.window  # what the model was given at the run's last request
+            window = memory.window
             print(f"[turn {turn}] user: {prompt}", flush=True)
             print("\n".join(tool_lines(result.new_messages())) or "    (no tool call)", flush=True)
             print(f"[turn {turn}] agent: {result.output}", flush=True)
+            # The window read at the run's last step (the last request and reply are stored after it).
             print(f"[turn {turn}] memory: {len(window['observedMessageIds'])} messages observed, "
                   f"{len(window['messages'])} unobserved, {len(window['observations'] or '')} characters "
                   "of observations", flush=True)

@@ -223,7 +223,7 @@ def test_the_pydantic_ai_example_runs_against_the_local_services(new_env, tmp_pa
     observed = [n for _, n, _, _ in memory]
     assert observed[0] == 0 and observed[-1] > 0 and observed == sorted(observed), memory
     assert "    call recall " in run.stdout and "    recall answered " in run.stdout
-    assert "(offline) recall answered: " in run.stdout and "[turn 5] agent: (offline) I was given" not in run.stdout
+    assert f"(offline) recall answered: {PROMPTS[0]}" in run.stdout and "[turn 5] agent: (offline) I was given" not in run.stdout
     given = [int(n) for n in re.findall(r"agent: \(offline\) I was given (\d+) observation lines", run.stdout)]
     assert given[0] == 0 and given[-1] > 0, given  # the observations reached the model
     assert "User said: Hi! I'm planning a cycling trip" in run.stdout
