@@ -14,21 +14,23 @@ context window, a recorder of each run's messages, and `recall` as a tool.
 Before every model request of a run (Pydantic AI's `ProcessHistory` capability; its history
 processors take the run's whole history and their answer replaces it), `history_processor`
 
-1. stores the run's messages that are not stored yet — at the first request the user prompt, at
-   each later one the model's last response (its tool calls) and the tool returns — as messages
-   of the thread (`ThreadMemory.add`);
+1. stores the run's messages that are not stored yet, but the request about to be sent — at the
+   second request the user prompt and the model's tool calls, at the next ones the tool returns
+   and the next calls — as messages of the thread (`ThreadMemory.add`);
 2. marks a step (`ThreadMemory.step`): a step per model request, where omstream checks its
-   thresholds, and reads the window after it;
+   thresholds, and reads the window after it (`window`);
 3. answers the model's history: the agent's system prompts and the window's system messages
    (the observations), the window's unobserved messages from before this run, then this run's
-   own messages as Pydantic AI made them, less those the memory has observed.
+   own messages as Pydantic AI made them, less those the memory has observed, ending with the
+   request about to be sent (stored after the step: the model reads its newest input as it is,
+   never only through an observation the step made of it).
 
 The run's own messages are those stamped with the run's `run_id` (Pydantic AI stamps every
 message of a run with it); everything else in the history — a `message_history` passed in, or the
 window given at the previous request — is replaced by the window.  A message once stored is
 replaced in the history by a copy that records its ids (`metadata["omstream"]`), so
-`record(result.new_messages())` stores only what the processor has not (the final response)
-and each message is stored exactly once; then it marks the turn's end.
+`record(result.new_messages())` stores only what the processor has not (the last request and
+the final response) and each message is stored exactly once; then it marks the turn's end.
 """
 
 from __future__ import annotations
@@ -74,21 +76,27 @@ class OmMemory:
         self.window: dict[str, Any] = empty_window(thread_id)
 
     # --- storing ----------------------------------------------------------------------------------
-    async def _store(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
-        """`messages` with each one not stored yet stored, as its marked copy."""
+    async def _store(self, messages: Sequence[ModelMessage], *, in_place: bool = False) -> list[ModelMessage]:
+        """`messages` with each one not stored yet stored, as its marked copy (`in_place`: marked
+        itself, for a run that is over)."""
         out: list[ModelMessage] = []
         for message in messages:
             if stored_ids(message) is None and not is_window(message):
                 sent = await self.thread.add(chat_of(message))
-                message = with_ids(message, [m.id for m in sent])
+                marked = with_ids(message, [m.id for m in sent])
+                if in_place:
+                    message.metadata = marked.metadata
+                else:
+                    message = marked
             out.append(message)
         return out
 
     async def record(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
         """Store the run's messages not stored yet (`result.new_messages()`: with the history
-        processor, the final response; without it, the whole run) and mark the turn's end.
-        Returns the messages, those stored now as their marked copies."""
-        stored = await self._store(messages)
+        processor, the last request and the final response; without it, the whole run) and mark
+        the turn's end.  The run is over, so the messages stored now are marked themselves
+        (`metadata["omstream"]`): recording them again stores nothing."""
+        stored = await self._store(messages, in_place=True)
         await self.thread.end_turn()
         self._system = (None, [])
         return stored
