@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 from typing import Any
 
 from pydantic_ai import Agent
@@ -66,6 +67,7 @@ class Offline:
             lines = text.splitlines()  # a header per message ("**user (date)** [id]:"), then its text
             start = next((i for i, line in enumerate(lines) if line.startswith("**user")), len(lines))
             first = next((line for line in lines[start + 1:] if line.strip()), text[:200])
+            first = re.sub(r"^\[p\d+\]\s*", "", first.strip())  # its parts are numbered: [p0] ...
             return ModelResponse(parts=[TextPart(f"(offline) recall answered: {first}")])
         if self.recall:
             self.recall = False

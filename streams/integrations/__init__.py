@@ -4,7 +4,9 @@
 - `openai_agents`: `OmSession`, a Session of the OpenAI Agents SDK (`pip install omstream[agents]`),
   and `openai_agents_items`, its pure conversion of Responses-API items to chat messages and back
   (no SDK needed);
-- `pydantic_ai`: a history processor and a run recorder for Pydantic AI (`omstream[pydantic-ai]`);
+- `pydantic_ai`: `OmMemory`, a history processor, a run recorder and the recall tool for
+  Pydantic AI (`omstream[pydantic-ai]`); `pydantic_ai_messages` its conversions, Pydantic AI
+  messages to chat messages and back;
 - `langgraph`: `OmMemory`, a pre-model hook, a message store and the recall tool for LangGraph
   (`omstream[langgraph]`), with `langgraph_messages`, LangChain messages <-> chat messages;
 - `mcp`: `om mcp`, an MCP server of a namespace's memories, on the `mcp` SDK (`omstream[mcp]`);
