@@ -319,6 +319,8 @@ STREAMS_ROOMS = {
     "versions": {"records", "registry", "stats"},
     "client": {"chat_records", "feed_reader", "intake", "om_client", "outgoing", "thread_memory", "tools"},
     "conversations": {"export", "files", "simulation"},
+    "integrations": {"langgraph", "langgraph_messages", "mcp", "mcp_tools", "openai_agents", "openai_agents_items",
+                     "pydantic_ai", "pydantic_ai_messages"},
 }
 MAX_ROOT_MODULES = 10
 #: Places that must not import each other (importer, imported): the worker is Faust, the replay
