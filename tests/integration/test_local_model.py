@@ -45,7 +45,9 @@ OPTIONS = om_options(tokenCounter="tiktoken", observation={
 def test_the_local_model_observes_a_conversation_through_the_broker(new_env):
     local.install()  # a no-op when installed (CI installs it before the suite)
     env = new_env(options=OPTIONS)
-    env.start_worker()
+    # The job deadline as long as this test waits: the subject here is what the model writes, and
+    # a loaded 2-core machine has taken over the default 300 s for one call.
+    env.start_worker(env={"OM_JOB_DEADLINE_MS": "780000"})
     messages = [Message(id=f"m{i}", thread_id="maya", resource_id="maya", role=role, content=text,
                         created_at=T0 + timedelta(minutes=i)) for i, (role, text) in enumerate(SAID)]
 

@@ -45,7 +45,9 @@ from tests.integration.options import om_options
 from tests.integration.support import Server, final_states, read_all
 from tests.scenarios.test_long_thread import SCENARIO
 
-pytestmark = pytest.mark.integration
+# The last resort only (the default is 300 s): each wait below fails on its own once the replay
+# stops moving, and a loaded 2-core machine has taken over 300 s for the whole test.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 
 def options(message_tokens: int) -> str:
