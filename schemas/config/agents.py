@@ -144,8 +144,9 @@ class ObservationConfig(Options):
     buffering on.  Needs `bufferTokens`."""
     previous_observer_tokens: int | Literal[False] = 2_000
     """How many tokens of the previous observations the Observer is shown: a tail of recent lines
-    plus the newest important ones (🔴, ✅) that fit, hidden runs marked; 0: none, `false`: all of
-    them."""
+    plus the newest important ones (🔴, ✅) that fit, hidden runs marked, after a buffered
+    reflection not activated yet has taken the place of the lines it covers; 0: none, `false`:
+    all of them, as they are."""
     continuation_hints: bool | ContinuationHints = True
     """The built-in hint extractors (`current-task`, `suggested-response`): `true` both, `false`
     neither, or a table choosing each."""

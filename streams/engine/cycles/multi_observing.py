@@ -40,7 +40,7 @@ from ..prompting.prompts import observer_system_prompt, observer_user_prompt
 from ..prompting.sections import merge_section, shown_thread_id
 from ..prompting.thread_answers import ThreadAnswer, parse_thread_answer
 from ..prompting.transcript import AttachmentNumbers, observer_transcript
-from ..prompting.truncation import truncate_observations
+from ..prompting.truncation import truncate_observations, with_pending_reflection
 from ..rules import extraction
 from ..rules.extraction import THREAD_TITLE, Extraction, title_change
 from ..rules.resource import pending_by_thread, plan_batches, thread_of, thread_tokens
@@ -101,8 +101,8 @@ def resource_observer_request(step: Step, threads: tuple[str, ...]) -> tuple[Cha
         f'<thread id="{shown_thread_id(t, obscure)}">\n'
         f"{observer_transcript(groups[t], config.om.time_zone, numbers=numbers)}\n</thread>"
         for t in threads)
-    previous = state.observations
-    known: int | None = state.observation_tokens
+    previous = with_pending_reflection(state.observations, o.previous_observer_tokens, state.buffered_reflection)
+    known: int | None = state.observation_tokens if previous is state.observations else None
     if "observation-group" in previous:  # the observer reads the log without group tags
         previous, known = strip_groups(previous), None
     shown, truncated = truncate_observations(previous, o.previous_observer_tokens, config.counter.count, known)

@@ -21,7 +21,7 @@ from ..prompting.observer_attachments import observer_user_content
 from ..prompting.parsing import ObserverOutput, is_degenerate, parse_observer_output
 from ..prompting.prompts import observer_system_prompt, observer_user_prompt
 from ..prompting.transcript import observer_transcript
-from ..prompting.truncation import truncate_observations
+from ..prompting.truncation import truncate_observations, with_pending_reflection
 from ..rules import extraction
 from ..rules.extraction import Spec
 from ..rules.resource import is_resource
@@ -45,7 +45,7 @@ def observer_request(step: Step, messages: tuple[PendingMessage, ...], *,
     state, config = step.state, step.config
     o = config.resolved.observation
     hints = (o.current_task_hint or o.suggested_response_hint) and not buffered
-    previous = state.observations
+    previous = with_pending_reflection(state.observations, o.previous_observer_tokens, state.buffered_reflection)
     if buffered and state.chunks:
         pending = "\n\n".join(c.observations for c in state.chunks)
         previous = f"{previous}\n\n{BUFFERED_SEPARATOR}\n\n{pending}" if previous else pending

@@ -13,7 +13,10 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
-__all__ = ["TRUNCATION_NOTICE", "truncate_observations"]
+from ..rules.reflection_plan import merge_buffered_reflection
+from ..state import BufferedReflection
+
+__all__ = ["TRUNCATION_NOTICE", "truncate_observations", "with_pending_reflection"]
 
 TRUNCATION_NOTICE = (
     "Previous observations were truncated for context budget reasons.\n"
@@ -51,6 +54,17 @@ def _render(lines: Sequence[str], kept: set[int]) -> str:
             run.append(line)
     flush()
     return "\n".join(out)
+
+
+def with_pending_reflection(observations: str, budget: int | None, pending: BufferedReflection | None) -> str:
+    """The log the Observer's budget is applied to (§6.11): with a budget
+    (`previousObserverTokens`) and a buffered reflection not activated yet, the reflection takes
+    the place of the lines it covers, as the log will read once it activates, so the budget keeps
+    more of what came after; otherwise the log itself (the same object).  Without a budget the
+    Observer reads the log as it is."""
+    if budget is None or pending is None:
+        return observations
+    return merge_buffered_reflection(observations, pending.text, pending.line_count)
 
 
 def truncate_observations(text: str, budget: int | None, count: Callable[[str], int],

@@ -4,6 +4,8 @@ reported as `data-om-buffering-failed`."""
 
 from datetime import timedelta
 
+import pytest
+
 from omstream.engine.fold import fold, new_state
 from omstream.schemas.control import StepStarted
 from omstream.schemas.messages import MessageMetadata
@@ -137,3 +139,29 @@ def test_reflection_activate_on_provider_change_swaps_the_buffered_reflection_in
                                     model="anthropic/claude-sonnet-4"), model="openai/gpt-4o")
     assert [a.data.triggered_by for a in early] == ["provider_change"] and soon == []
     assert loop.state.observation_tokens < 400
+
+
+@pytest.mark.parametrize("budget", [2_000, False])
+def test_the_observer_reads_a_pending_buffered_reflection_in_place_of_the_lines_it_covers(budget):
+    # previousObserverTokens (2,000 by default) with a reflection buffered but not activated yet:
+    # the Observer's previous observations are the log as it will read once that activates;
+    # without a budget (false) the Observer reads the log as it is.
+    loop = Loop(engine(200, observation={"bufferTokens": 0.2, "previousObserverTokens": budget},
+                       checkThresholdsAt="step", reflection={"observationTokens": 400, "bufferActivation": 0.5}))
+    for i in range(20):
+        pending, log, seen = loop.state.buffered_reflection, loop.state.observations, len(loop.jobs)
+        turn(loop, i, words=60)
+        asked = [j for j in loop.jobs[seen:] if j.kind in ("observe", "buffer")]
+        if pending is not None and asked:  # asked while the reflection was pending
+            break
+    else:
+        raise AssertionError("no observation while a buffered reflection was pending")
+    prompt = str(asked[0].messages[1].content)
+    reflected = [line for line in log.split("\n")[:pending.line_count] if line.strip()]
+    replaced = [line for line in reflected if line not in pending.text]
+    assert replaced
+    if budget:
+        assert pending.text.strip().split("\n")[0] in prompt
+        assert not any(line in prompt for line in replaced), "a reflected line was shown"
+    else:
+        assert all(line in prompt for line in replaced)
