@@ -26,7 +26,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from omstream.schemas.control import ThreadDeleted
 from omstream.schemas.errors import OmError
@@ -144,8 +144,7 @@ class ThreadMemory:
         self._known, self._last_id, self._step_number = set(), None, 0
         self.tool_names.clear()
 
-    def recall_tool(self, *, scope: Literal["thread", "resource"] = "resource", search: bool = False,
-                    instructions: str | None = None) -> RecallTool:
-        """The `recall` tool of this thread (give its `definition` to the model)."""
-        return RecallTool(self.client, self.thread_id, scope=scope, search=search, instructions=instructions,
-                          base_url=self.base_url)
+    def recall_tool(self) -> RecallTool:
+        """The `recall` tool of this thread (give its `definition` to the model), shaped by the
+        configuration's `retrieval` (its scope and whether search is on)."""
+        return RecallTool(self.client, self.thread_id, base_url=self.base_url)

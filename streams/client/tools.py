@@ -10,8 +10,9 @@
 `definition` is an OpenAI-style function tool (litellm passes it to any provider that takes
 tools); its parameters are the JSON schema of the tool's arguments, shaped by the scope (the
 `threadId`, `before` and `after` arguments exist in resource scope only) and by whether search is
-on.  `instructions` is the usage guidance for the agent's prompt; the context window already
-carries it when the memory's configuration has `retrieval` on.  A call the server refuses is
+on, both read from the configuration's `retrieval` unless given.  `instructions` is the usage
+guidance for the agent's prompt; the context window already carries it when the memory's
+configuration has `retrieval` on.  A call the server refuses is
 answered to the model as `{"error": reason}`, so it can correct itself.
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Literal
 
+from omstream.engine.rules.resolution import resolve
 from omstream.projections.recall.instructions import recall_instructions
 from omstream.projections.recall.params import PART_TYPES, RecallError
 
@@ -88,9 +90,17 @@ def recall_tool_definition(scope: Literal["thread", "resource"] = "resource", *,
 class RecallTool:
     """The recall tool of one thread, answered through `om serve` by an `OmClient`."""
 
-    def __init__(self, client: OmClient, thread_id: str, *, scope: Literal["thread", "resource"] = "resource",
-                 search: bool = False, instructions: str | None = None, base_url: str | None = None) -> None:
+    def __init__(self, client: OmClient, thread_id: str, *, scope: Literal["thread", "resource"] | None = None,
+                 search: bool | None = None, instructions: str | None = None, base_url: str | None = None) -> None:
+        """`scope`, `search` and `instructions` default to the client's configuration: its
+        `retrieval`'s scope, vector setting and instructions (without `retrieval`, the memory's
+        scope, no search)."""
         self.client, self.thread_id, self.base_url = client, thread_id, base_url
+        configured = resolve(client.settings.om).retrieval
+        scope = scope or (configured.scope if configured is not None else client.settings.om.scope)
+        search = search if search is not None else configured is not None and configured.vector
+        if instructions is None and configured is not None:
+            instructions = configured.instructions
         self.definition = recall_tool_definition(scope, search=search)
         self.instructions = recall_instructions(scope, search=search, custom=instructions)
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 try:
     from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage
@@ -123,18 +123,16 @@ class OmMemory:
         await self.memory.forget()
         self._in_turn = False
 
-    def recall_tool(self, *, scope: Literal["thread", "resource"] = "resource", search: bool = False,
-                    instructions: str | None = None) -> StructuredTool:
+    def recall_tool(self) -> StructuredTool:
         """The thread's `recall` tool as a LangChain tool (see `recall_tool`)."""
-        return recall_tool(self.memory, scope=scope, search=search, instructions=instructions)
+        return recall_tool(self.memory)
 
 
-def recall_tool(memory: ThreadMemory, *, scope: Literal["thread", "resource"] = "resource",
-                search: bool = False, instructions: str | None = None) -> StructuredTool:
+def recall_tool(memory: ThreadMemory) -> StructuredTool:
     """`ThreadMemory.recall_tool` as an async LangChain `StructuredTool`: its args schema is the
     recall tool's JSON schema, its answer the JSON text `RecallTool` gives (an `{"error": ...}`
     the model can correct itself from, for a call the server refuses)."""
-    tool = memory.recall_tool(scope=scope, search=search, instructions=instructions)
+    tool = memory.recall_tool()
     function = tool.definition["function"]
 
     async def recall(**arguments: Any) -> str:

@@ -38,7 +38,7 @@ read after it (the instructions stay the agent's).
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 try:
     from agents.memory import SessionSettings
@@ -135,12 +135,11 @@ class OmSession:
         items: list[Any] = chat_to_items((await self._read())["chat"])
         return ModelInputData(input=items, instructions=data.model_data.instructions)
 
-    def recall_tool(self, *, scope: Literal["thread", "resource"] = "resource", search: bool = False,
-                    instructions: str | None = None) -> FunctionTool:
+    def recall_tool(self) -> FunctionTool:
         """The thread's `recall` tool as a function tool of the SDK (`Agent(tools=[...])`): the
         model reads the messages behind its observations, answered by `om serve`
         (`omstream.client.tools.RecallTool`; a refused call is answered `{"error": reason}`)."""
-        recall = self.memory.recall_tool(scope=scope, search=search, instructions=instructions)
+        recall = self.memory.recall_tool()
         function = recall.definition["function"]
 
         async def invoke(context: ToolContext[Any], arguments: str) -> str:

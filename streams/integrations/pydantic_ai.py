@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 try:
     from pydantic_ai import RunContext, Tool
@@ -138,12 +138,11 @@ class OmMemory:
         return ProcessHistory(self.history_processor)
 
     # --- recall ---------------------------------------------------------------------------------------
-    def recall_tool(self, *, scope: Literal["thread", "resource"] = "resource", search: bool = False,
-                    instructions: str | None = None) -> Tool[Any]:
+    def recall_tool(self) -> Tool[Any]:
         """The thread's `recall` tool as a Pydantic AI tool: its JSON schema is the recall
         tool's parameters, its answers `RecallTool`'s (a refused call answers `{"error": ...}`
         so the model can correct itself)."""
-        recall = self.thread.recall_tool(scope=scope, search=search, instructions=instructions)
+        recall = self.thread.recall_tool()
         function = recall.definition["function"]
 
         async def answer(**arguments: Any) -> dict[str, Any]:

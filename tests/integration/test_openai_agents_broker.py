@@ -97,7 +97,7 @@ def test_runner_with_om_session_remembers_through_the_window(services):
         async with OmClient(env.settings) as om:
             session = OmSession(om, THREAD, resource_id="u1", base_url=server.url, wait=60)
             agent = Agent(name="planner", instructions="You help plan cycling trips.", model=model,
-                          tools=[weather, session.recall_tool(scope="thread")])
+                          tools=[weather, session.recall_tool()])
             for turn, prompt in enumerate(PROMPTS):
                 calls_before = len(model.calls)
                 if turn == TOOL_TURN:

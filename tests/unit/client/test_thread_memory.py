@@ -110,3 +110,20 @@ def test_forget_deletes_the_thread_and_forgets_its_ids():
     assert asyncio.run(run()) == set()
     [deleted] = [c[1] for c in om.calls if c[0] == "control"]
     assert isinstance(deleted, ThreadDeleted) and deleted.thread_id == "t" and deleted.resource_id == "u"
+
+
+@pytest.mark.parametrize("options, scope, search", [
+    ({}, "thread", False),
+    ({"scope": "resource"}, "resource", False),
+    ({"retrieval": True}, "resource", False),
+    ({"retrieval": {"scope": "thread", "vector": True}}, "thread", True),
+])
+def test_the_recall_tool_takes_its_scope_and_search_from_the_configuration(options, scope, search):
+    from omstream.schemas.config import load_om_config
+    from omstream.settings import Settings
+
+    om = Recorder()
+    om.settings = Settings(om=load_om_config(options))
+    properties = ThreadMemory(om, "t").recall_tool().definition["function"]["parameters"]["properties"]
+    assert ("threadId" in properties) == (scope == "resource")
+    assert ("query" in properties) == search
