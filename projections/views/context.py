@@ -506,7 +506,8 @@ class ContextProjection:
             view.observed.update(data.activated_message_ids)
             view.observations = _apply_activation(view, event)
             view.cursor = data.cursor
-            view.current_task = view.suggested_response = None
+            view.current_task = data.current_task
+            view.suggested_response = data.suggested_response
         else:  # a buffered reflection became the new generation
             view.observations = data.observations or ""
             view.generation = data.generation_count

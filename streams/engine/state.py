@@ -165,6 +165,10 @@ class BufferedChunk(_Frozen):
     message_ids: tuple[str, ...]
     message_tokens: int
     last_observed_at: datetime
+    # The observer's continuation hints, which become the memory's on activation (docs: kept
+    # through activation; the original drops them from buffered calls).
+    current_task: str | None = None
+    suggested_response: str | None = None
 
 
 class BufferedReflection(_Frozen):

@@ -53,9 +53,9 @@ CASES = {
 
 DIGESTS = {
     "long-thread-sync-parity": "0926077f988b479dc7214b295bfbe1ad370743578b425562801f39571e25a4c6",
-    "long-thread-async-parity": "499091419e17dd1be6b3016804565ec8c32c1a4cf78f03786e07c25e7ef67ee7",
-    "long-thread-async-tiktoken-title": "520f79e17a61dc2fe0d08bf5644ee41f5ca707e47144903e3c0efbdaae3172ca",
-    "demo-scripted": "ab15abab36c21f112f8a447f9f0bd5dca6194abbac6e2c36798d189ef75983cb",
+    "long-thread-async-parity": "e90139ffb08245dbfc4360188ba3513f33d31cd1367baf998063a5544cd59da3",
+    "long-thread-async-tiktoken-title": "b49a91d7ee4d470f7d41b0396a585de5c08b65eb9c2c4b62f6afece24ee6ee73",
+    "demo-scripted": "ad75925a2a27fc3546b2b37f0660e51a69ed283d5a4dbe6cda4c1423784f30d5",
 }
 
 

@@ -76,10 +76,13 @@ def activate(step: Step, now: datetime, *, checked: bool, actor_model: str | Non
             record_id=step.record_id, thread_id=state.thread_id,
             generation_count=step.state.generation, config=config.marker_config(state),
             observations=chunk.observations, triggered_by=trigger,
-            activated_message_ids=chunk.message_ids, cursor=iso(cursor), **details,
+            activated_message_ids=chunk.message_ids, cursor=iso(cursor),
+            current_task=chunk.current_task, suggested_response=chunk.suggested_response, **details,
         ), now)
-    # Activated chunks carry no hints: the stored ones are cleared (spec §6.4 step 8).
-    step.update(current_task=None, suggested_response=None, buffer_boundary=0,
+    # The newest activated chunk's hints become the memory's, as a blocking observation's do
+    # (the original clears them here, spec §6.4 step 8; the documentation keeps them).
+    newest = chosen[-1]
+    step.update(current_task=newest.current_task, suggested_response=newest.suggested_response, buffer_boundary=0,
                 cycles_completed=step.state.cycles_completed + len(chosen),
                 pending_message_tokens=plan.remaining_tokens)
 

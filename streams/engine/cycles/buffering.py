@@ -106,6 +106,7 @@ def buffer_result(step: Step, cycle: Cycle, result: ModelResult) -> None:
         cycle_id=cycle.cycle_id, observations=text,
         tokens=step.config.counter.count(text), message_ids=cycle.message_ids,
         message_tokens=cycle.tokens, last_observed_at=max(m.created_at for m in covered),
+        current_task=parsed.current_task, suggested_response=parsed.suggested_response,
     )
     chunks = (*state.chunks, chunk)
     # Spec §6.3 step 9: the boundary restarts from the tokens just buffered.
@@ -116,6 +117,7 @@ def buffer_result(step: Step, cycle: Cycle, result: ModelResult) -> None:
         buffered_tokens=sum(c.tokens for c in chunks), record_id=step.record_id,
         thread_id=state.thread_id, observations=text,
         observed_message_ids=cycle.message_ids, generation=state.generation,
+        current_task=parsed.current_task, suggested_response=parsed.suggested_response,
         times_corrected=checked.count or None, **extraction_fields(found),
     ), done)
     retitle(step, cycle, found, done)

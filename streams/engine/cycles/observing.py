@@ -44,7 +44,8 @@ def observer_request(step: Step, messages: tuple[PendingMessage, ...], *,
     shows the buffered chunks, so it does not observe them again)."""
     state, config = step.state, step.config
     o = config.resolved.observation
-    hints = (o.current_task_hint or o.suggested_response_hint) and not buffered
+    # Buffered observations ask for the hints too: the chunk keeps them until it activates.
+    hints = o.current_task_hint or o.suggested_response_hint
     previous = with_pending_reflection(state.observations, o.previous_observer_tokens, state.buffered_reflection)
     if buffered and state.chunks:
         pending = "\n\n".join(c.observations for c in state.chunks)

@@ -263,3 +263,38 @@ def test_a_step_reports_its_status_before_its_buffer_announces_itself():
     assert status.data.windows.buffered.observations.status == "running"  # already in flight
     assert [e.seq for e in out.events] == [status.seq, status.seq + 1]
     assert [j.cycle_id for j in out.jobs] == [start.data.cycle_id]
+
+
+def _activated(**observation):
+    """A buffered loop whose chunks all activate at the next step; (loop, the step's events)."""
+    loop = buffered_loop(bufferActivation=1.0, **observation)
+    i = len(loop.state.seen)
+    loop(message(i, words=400))
+    return loop, loop(step(0, message(i).created_at, after=f"t1-m{i}")).events
+
+
+def test_buffered_observations_keep_their_continuation_hints_through_activation():
+    """The documentation: buffered observations carry `currentTask` / `suggestedResponse`, kept
+    after activation, so the default (async) configuration shows them to the agent."""
+    from omstream.projections.views.context import ContextProjection, context_messages
+
+    loop, events = _activated()
+    chunks = {e.data.cycle_id: e.data for e in loop.events if e.type == "data-om-buffering-end"}
+    activations = [e.data for e in events if e.type == "data-om-activation"]
+    assert activations and all(chunks[a.cycle_id].current_task for a in activations)
+    assert [(a.current_task, a.suggested_response) for a in activations] == [
+        (chunks[a.cycle_id].current_task, chunks[a.cycle_id].suggested_response) for a in activations]
+    assert (loop.state.current_task, loop.state.suggested_response) == (
+        activations[-1].current_task, activations[-1].suggested_response)
+    projection = ContextProjection()
+    for event in loop.events:
+        projection.apply_event(event)
+    shown = [m["content"] for m in context_messages(projection.view("t1")) if m["role"] == "system"]
+    assert f"<current-task>\n{loop.state.current_task}\n</current-task>" in shown
+
+
+def test_without_continuation_hints_buffered_chunks_carry_none():
+    loop, events = _activated(continuationHints=False)
+    ends = [e.data for e in loop.events if e.type in ("data-om-buffering-end", "data-om-activation")]
+    assert ends and not any(d.current_task or d.suggested_response for d in ends)
+    assert loop.state.current_task is None
