@@ -14,19 +14,23 @@ __all__ = ["HooksConfig"]
 
 
 class HooksConfig(Options):
-    """Lifecycle hooks (§13) as `"module:function"` references; `load()` imports them."""
+    """Lifecycle hooks (§13) as `"module:function"` references; `load()` imports them.  Each
+    fires once per cycle, whatever the cycle took (a regeneration, the reflector's compression
+    ladder, a resource memory's parallel batches, structured extractors' follow-ups)."""
 
     on_observation_start: Reference | None = None
-    """Called when an observation's model job starts (`observe`, `buffer`), with
-    `{threadId, resourceId, trigger}`."""
+    """Called when an observation cycle starts (blocking or buffered), with
+    `{threadId, resourceId, trigger}` (`resourceId` in every scope, when the thread has one)."""
     on_observation_end: Reference | None = None
-    """Called when an observation's model job ends: the start payload plus `usage`
-    (`{inputTokens, outputTokens, totalTokens}`) and `providerMetadata` when the model reported
-    them, and `error` when the job failed."""
+    """Called when an observation cycle ends: the start payload plus `usage`
+    (`{inputTokens, outputTokens, totalTokens}`, summed over every model call of the cycle) and
+    `providerMetadata` (the last call's, with litellm's `cost` summed) when the models reported
+    them, and `error` whenever the cycle failed (a failed call, an unreadable or looping answer,
+    a superseded chunk, no model for its size)."""
     on_reflection_start: Reference | None = None
-    """Called when a reflection's model job starts, with `{threadId, resourceId, trigger}`."""
+    """Called when a reflection cycle starts, with `{threadId, resourceId, trigger}`."""
     on_reflection_end: Reference | None = None
-    """Called when a reflection's model job ends, with the payload of `onObservationEnd`."""
+    """Called when a reflection cycle ends, with the payload of `onObservationEnd`."""
 
     def references(self) -> dict[str, str]:
         """The hooks that are set, by their documented (camelCase) names."""

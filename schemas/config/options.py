@@ -73,9 +73,9 @@ class OmConfig(Options):
     hooks: HooksConfig = HooksConfig()
     """Lifecycle hooks, as `"module:function"` references."""
     hook_execution: Literal["non-blocking", "await"] = "non-blocking"
-    """`"non-blocking"`: hooks run as tasks the model job never waits for; `"await"`: the job
-    waits for them (async-buffer jobs always run them non-blocking).  A hook that raises is
-    logged and never fails the job."""
+    """`"non-blocking"`: hooks run as tasks nothing waits for; `"await"`: the fold agent waits
+    for each before its next batch (async-buffer cycles' hooks always run non-blocking).  A
+    hook that raises is logged and never fails the cycle."""
     obscure_thread_ids: bool | None = None
     """Show thread ids to the models only as their xxhash32 (8 hex digits).  Unset: by scope, on
     in resource scope and off in thread scope (normative choice 7)."""

@@ -38,9 +38,10 @@ from omstream.schemas.messages import Message
 from ..engine.fold import EngineConfig, Input, fold, new_state
 from ..engine.rules.extraction import import_references
 from ..engine.state import MemoryState
-from ..models.calls import RetryPolicy, untimed
+from ..engine.step import HookCall
+from ..models.calls import RetryPolicy, run_job, untimed
 from ..models.capabilities import takes_attachments
-from ..models.hooks import Hooks, run_job_with_hooks
+from ..models.hooks import Hooks
 from .files import ConversationRecord, messages_of, read_conversation, turns
 
 __all__ = ["CycleCount", "Simulation", "cycle_count", "format_timeline", "has_loop_markers", "inputs_of", "settle",
@@ -57,6 +58,7 @@ class Simulation:
     jobs: list[ModelJob] = field(default_factory=list)
     results: list[ModelResult] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
+    hooks: list[HookCall] = field(default_factory=list)  # lifecycle hook calls not made yet
 
     def feed(self, event: Input) -> list[ModelJob]:
         if isinstance(event, ModelResult):
@@ -71,7 +73,14 @@ class Simulation:
         self.events.extend(out.events)
         self.jobs.extend(out.jobs)
         self.rejected.extend(r.reason for r in out.rejected)
+        self.hooks.extend(out.hooks)
         return list(out.jobs)
+
+    async def call_hooks(self, hooks: Hooks) -> None:
+        """Make the lifecycle hook calls the fold asked for so far (§13)."""
+        calls, self.hooks = self.hooks, []
+        for call in calls:
+            await hooks.call(call.name, call.payload, background=call.background)
 
 
 def _owner(event: Message | Control) -> str:
@@ -84,14 +93,18 @@ def _owner(event: Message | Control) -> str:
 
 async def settle(sim: Simulation, jobs: list[ModelJob], policy: RetryPolicy, hooks: Hooks,
                  measured: bool, timeout: float = 600.0) -> None:
-    """Run jobs until none is left; a result may start the next cycle (a reflection, a retry)."""
+    """Run jobs until none is left; a result may start the next cycle (a reflection, a retry).
+    The lifecycle hooks the fold asks for are called before the jobs run, as the worker calls
+    them once a batch's outputs are sent."""
+    await sim.call_hooks(hooks)
     while jobs:
         job = jobs.pop(0)
-        result = await run_job_with_hooks(job, policy, hooks, timeout=timeout)
+        result = await run_job(job, policy, timeout=timeout)
         sim.results.append(result)
         if not measured:
             result = untimed(result, job)
         jobs.extend(sim.feed(result))
+        await sim.call_hooks(hooks)
 
 
 async def simulate(records: Iterable[ConversationRecord], om: OmConfig, *, measured_time: bool = False,

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from omstream.schemas.jobs import JobTrigger, ModelResult
+from omstream.schemas.jobs import JobTrigger, ModelResult, Usage
 
 __all__ = ["Attachment", "BufferedChunk", "BufferedReflection", "Cycle", "CycleKind", "Generation", "MemoryState",
            "PendingMessage", "Phase", "Seen", "ThreadMemory"]
@@ -154,6 +154,18 @@ class Cycle(_Frozen):
     batch_mains: tuple[ModelResult | None, ...] = ()
     batch_followups: tuple[ModelResult | None, ...] = ()
     followups_again: tuple[int, ...] = ()  # batches whose follow-up was asked for once more
+    # The lifecycle hooks' figures (spec §13): every model call of the cycle so far, summed (its
+    # regeneration, ladder rungs, batches and structured follow-ups), and the last call's
+    # provider metadata with the calls' costs summed.  A reflection ladder's later rungs are
+    # cycles of their own on the log, but one cycle to the hooks: `ladder_of` names the first.
+    usage: Usage | None = None
+    provider_metadata: dict[str, Any] | None = None
+    ladder_of: str | None = None
+
+    @property
+    def hook_id(self) -> str:
+        """The cycle the lifecycle hooks report: a ladder's first rung, else this one."""
+        return self.ladder_of or self.cycle_id
 
 
 class BufferedChunk(_Frozen):

@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 import orjson
 
 from omstream.schemas.config import OmConfig
-from omstream.schemas.events import EventEnvelope, MarkerConfig
+from omstream.schemas.events import (
+    BufferingEnd,
+    BufferingFailed,
+    BufferingStart,
+    EventEnvelope,
+    MarkerConfig,
+    ObservationEnd,
+    ObservationFailed,
+    ObservationStart,
+)
 from omstream.schemas.jobs import ModelJob
 
 from . import ids
@@ -19,9 +29,9 @@ from .rules import resource, thresholds
 from .rules.extraction import Extraction
 from .rules.resolution import ResolvedConfig, resolve
 from .rules.tokens import Counter, count_messages, get_counter
-from .state import MemoryState
+from .state import Cycle, MemoryState
 
-__all__ = ["EngineConfig", "Folded", "Rejected", "Step", "config_digest", "replace_fields"]
+__all__ = ["EngineConfig", "Folded", "HookCall", "Rejected", "Step", "config_digest", "replace_fields"]
 
 
 def config_digest(om: OmConfig) -> str:
@@ -116,11 +126,28 @@ class Rejected:
 
 
 @dataclass(frozen=True)
+class HookCall:
+    """A lifecycle hook to call (spec §13) once the fold call's outputs are sent: `name` is
+    `onObservationStart`, `onObservationEnd`, `onReflectionStart` or `onReflectionEnd`, and
+    `background` marks an async-buffer cycle's, which is never awaited."""
+
+    name: str
+    payload: dict[str, Any]
+    background: bool = False
+
+
+@dataclass(frozen=True)
 class Folded:
     state: MemoryState
     events: tuple[EventEnvelope, ...] = ()
     jobs: tuple[ModelJob, ...] = ()
     rejected: tuple[Rejected, ...] = ()
+    hooks: tuple[HookCall, ...] = ()
+
+
+_STARTS = (ObservationStart, BufferingStart)
+_ENDS = (ObservationEnd, BufferingEnd, ObservationFailed, BufferingFailed)
+_FAILURES = (ObservationFailed, BufferingFailed)
 
 
 class Step:
@@ -137,7 +164,10 @@ class Step:
         # A structured extractor follow-up's values, from its result to the commit it belongs to.
         self.structured: Extraction | None = None
         # Events that follow the step's `data-om-status` (see `emit_after_status`).
-        self._after_status: list[tuple[type, object, datetime]] = []
+        self._after_status: list[tuple[type, object, datetime, Cycle | None]] = []
+        # Lifecycle hook calls, one start and one end per cycle: (name, cycle) -> index in `hooks`.
+        self.hooks: list[HookCall] = []
+        self._hooked: dict[tuple[str, str], int] = {}
 
     def update(self, **changes: object) -> None:
         self.state = replace_fields(self.state, changes)
@@ -155,7 +185,9 @@ class Step:
         input being folded (or whose check the cycle in flight holds)."""
         return self.state.focus or self.state.thread_id
 
-    def emit(self, cls: type, data: object, at: datetime, *, thread_id: str | None = None) -> None:
+    def emit(self, cls: type, data: object, at: datetime, *, thread_id: str | None = None,
+             cycle: Cycle | None = None) -> None:
+        """Emit an event; a cycle's start, end or failure names the `cycle`, for its hooks."""
         seq = self.state.seq + 1
         key = self.state.memory_key
         self.events.append(cls(
@@ -163,8 +195,46 @@ class Step:
             seq=seq, event_time=at, data=data,
         ))
         self.update(seq=seq)
+        if cycle is not None:
+            self._hook(cls, data, cycle)
 
-    def emit_after_status(self, cls: type, data: object, at: datetime) -> None:
+    def _hook(self, cls: type, data: Any, cycle: Cycle) -> None:
+        """The lifecycle hook call a cycle's event makes: one start and one end per cycle,
+        whatever the events (a resource memory's threads each have theirs; a ladder's later
+        rungs start nothing).  The end's `error` is the first failure's."""
+        if cls in _STARTS and cycle.ladder_of is None:
+            phase = "Start"
+        elif cls in _ENDS:
+            phase = "End"
+        else:
+            return
+        name = f"on{'Reflection' if data.operation_type == 'reflection' else 'Observation'}{phase}"
+        error = data.error if cls in _FAILURES else None
+        known = self._hooked.get((phase, cycle.hook_id))
+        if known is not None:
+            call = self.hooks[known]
+            if error is not None and "error" not in call.payload:
+                self.hooks[known] = replace(call, payload={**call.payload, "error": error})
+            return
+        payload: dict[str, Any] = {"threadId": self.thread_id}
+        if self.state.resource_id:
+            payload["resourceId"] = self.state.resource_id
+        # omstream: the cycle's id (a ladder's first rung), the same on a call made again after
+        # a crash, so a hook can count each cycle once.
+        payload["trigger"], payload["cycleId"] = cycle.trigger, cycle.hook_id
+        if phase == "End":
+            if cycle.usage is not None:
+                payload["usage"] = {"inputTokens": cycle.usage.input_tokens,
+                                    "outputTokens": cycle.usage.output_tokens,
+                                    "totalTokens": cycle.usage.total_tokens}
+            if cycle.provider_metadata:
+                payload["providerMetadata"] = cycle.provider_metadata
+            if error is not None:
+                payload["error"] = error
+        self._hooked[(phase, cycle.hook_id)] = len(self.hooks)
+        self.hooks.append(HookCall(name, payload, background=cycle.trigger == "async-buffer"))
+
+    def emit_after_status(self, cls: type, data: object, at: datetime, *, cycle: Cycle | None = None) -> None:
         """Emit once the current step has reported its status (or when the fold call ends).
 
         A background buffer is started inside a step, so that step's status already shows it
@@ -172,12 +242,12 @@ class Step:
         original fires `buffer()` without awaiting it and the status goes out first, as its
         recordings show.
         """
-        self._after_status.append((cls, data, at))
+        self._after_status.append((cls, data, at, cycle))
 
     def flush_after_status(self) -> None:
         pending, self._after_status = self._after_status, []
-        for cls, data, at in pending:
-            self.emit(cls, data, at)
+        for cls, data, at, cycle in pending:
+            self.emit(cls, data, at, cycle=cycle)
 
     def next_cycle_id(self) -> str:
         """The id of the cycle whose start event comes next; events promised for after the
@@ -197,4 +267,4 @@ class Step:
 
     def finish(self) -> Folded:
         self.flush_after_status()  # no status this call (a blocking cycle started, a turn ended)
-        return Folded(self.state, tuple(self.events), tuple(self.jobs), tuple(self.rejected))
+        return Folded(self.state, tuple(self.events), tuple(self.jobs), tuple(self.rejected), tuple(self.hooks))

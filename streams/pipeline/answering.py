@@ -2,7 +2,7 @@
 the bulk replay (`omstream.replay.bulk`) both do with a record of `<ns>.jobs`.
 
 A job is answered from the model-result cache when an equal request (same `requestHash`) was
-answered before, or by running it (`run_job_with_hooks`, with its retries and fallbacks).  The
+answered before, or by running it (`run_job`, with its retries and fallbacks).  The
 answer goes to `<ns>.log` as a `model-result` signed with the result key
 (`omstream.pipeline.signing`), so the fold can tell it from a forged one, and a new answer then
 goes to the cache.

@@ -34,6 +34,7 @@ from typing import Protocol
 from omstream.crypto.errors import Shredded, Tampered
 from omstream.engine.fold import EngineConfig, Input, addressed, fold, holds, new_state
 from omstream.engine.state import MemoryState
+from omstream.engine.step import HookCall
 from omstream.schemas.codec import DecodeFailure, decode_input, encode
 from omstream.schemas.control import ResourceDeleted
 from omstream.schemas.dead_letters import DeadLetter, DeadLetterCode
@@ -99,6 +100,7 @@ class Outcome:
     key: bytes = b""
     state: MemoryState | None = None
     shreds: tuple[str, ...] = ()  # the owners the record deleted (`omstream.pipeline.sealed_fold`)
+    hooks: tuple[HookCall, ...] = ()  # the lifecycle hooks to call once `records` are sent
 
 
 class _Refused(OmError):
@@ -180,16 +182,18 @@ def fold_record(ctx: FoldContext, message: Consumed, memories: Memories, keys: B
 
 
 def fold_batch(ctx: FoldContext, messages: Iterable[Consumed], memories: Memories,
-               keys: BatchKeys | None = None) -> list[OutputRecord]:
+               keys: BatchKeys | None = None, hooks: list[HookCall] | None = None) -> list[OutputRecord]:
     """Fold a batch of records in log order: the records to send; the memories' new states stay
-    in `memories` (`memories.writes()` is what to store), the owners to shred in `keys.shreds`.
-    Never raises."""
+    in `memories` (`memories.writes()` is what to store), the owners to shred in `keys.shreds`,
+    the lifecycle hooks to call once the records are sent in `hooks`.  Never raises."""
     records: list[OutputRecord] = []
     for message in messages:
         outcome = fold_record(ctx, message, memories, keys)
         if keys is not None:
             keys.roll(outcome.shreds)  # the batch's later outputs of these owners: their successors
         records += outcome.records
+        if hooks is not None:
+            hooks += outcome.hooks
         if outcome.state is not None:
             memories.put(outcome.key, outcome.state)
     for unreadable in memories.unreadable:
@@ -313,7 +317,7 @@ def _fold_outcome(ctx: FoldContext, message: Consumed, kbytes: bytes, state: Mem
     # that is off) are logged only now: a record refused whole above sends none of them.
     for refused in folded.rejected:
         _logged(message, "conflict", refused.reason)
-    return Outcome(records, kbytes, after, shreds)
+    return Outcome(records, kbytes, after, shreds, folded.hooks)
 
 
 def _fail_result(ctx: FoldContext, message: Consumed, kbytes: bytes, state: MemoryState, result: ModelResult,
@@ -329,4 +333,4 @@ def _fail_result(ctx: FoldContext, message: Consumed, kbytes: bytes, state: Memo
         "error": f"could not apply the model's answer: {reason}"[:2000]})
     outcome = _fold_outcome(ctx, message, kbytes, state, failed, memories, keys)
     dead = refuse(ctx.topics.dlq, message, code, f"model result not applied ({reason})"[:2000])
-    return Outcome(dead.records + outcome.records, outcome.key, outcome.state, outcome.shreds)
+    return Outcome(dead.records + outcome.records, outcome.key, outcome.state, outcome.shreds, outcome.hooks)

@@ -11,7 +11,7 @@ round trips:
 2. **fold** each record in-process (`omstream.replay.bulk_fold`: the worker's own
    `fold_record`), answering each job from the result cache when an equal request was answered
    before, else by calling the model through the model agent's code (`answer_job`,
-   `run_job_with_hooks`, the job deadline, a settled version's untimed answer), one call at a
+   `run_job`, the job deadline, a settled version's untimed answer), one call at a
    time; a new answer goes to `<ns>.cache` as the model agent writes it;
 3. **write**, in large batches: the events and dead letters (acknowledged), then every
    memory's state records to the version's state changelog in the worker's layout
@@ -115,7 +115,6 @@ class CachedAnswers:
         self.settings, self.config, self.cache, self._send, self.stats = settings, config, cache, send, stats
         self.sealer = sealer
         self._run: Callable[[ModelJob], Awaitable[ModelResult]] | None = None
-        self.hooks: Any = None
 
     async def answer(self, job: bytes) -> ModelResult | None:
         scope = await open_job(self.sealer, self.cache, job)
@@ -148,21 +147,20 @@ class CachedAnswers:
         return answer_from(cached, job)
 
     def _model(self) -> Callable[[ModelJob], Awaitable[ModelResult]]:
-        """The model agent's call (retries, fallbacks, hooks), set up at the first miss only:
+        """The model agent's call (retries, fallbacks), set up at the first miss only:
         a warm replay never imports litellm."""
         if self._run is None:
             from omstream.models import local as local_models
-            from omstream.models.calls import RetryPolicy
-            from omstream.models.hooks import Hooks, run_job_with_hooks
+            from omstream.models.calls import RetryPolicy, run_job
 
             local_models.configure_from(self.settings)
             for model in {self.settings.om.observer_model, self.settings.om.reflector_model}:
                 if local_models.is_local(model) and local_models.is_installed(model):
                     local_models.load(model)
-            policy, self.hooks = RetryPolicy.from_settings(self.settings), Hooks.from_config(self.settings.om)
+            policy = RetryPolicy.from_settings(self.settings)
 
             async def run(job: ModelJob) -> ModelResult:
-                return await run_job_with_hooks(job, policy, self.hooks)
+                return await run_job(job, policy)
 
             self._run = run
         return self._run
@@ -264,8 +262,6 @@ async def bulk_replay(settings: Settings, *, progress: Callable[[int, int], Any]
                 memories += 1
         await writer.wait()
         await consumer.commit({tp: ends[tp] for tp in tps})  # last: the worker takes over from here
-        if answers.hooks is not None:
-            await answers.hooks.drain()
         await asyncio.to_thread(stats.save, stats_file)
     finally:
         await consumer.stop()

@@ -35,11 +35,12 @@ from omstream.schemas.jobs import ModelJob, ModelResult
 
 from ..crypto.sealing import Sealer, sealer_of
 from ..limits import Limits
+from ..models.hooks import Hooks
 from ..pipeline.folding import FoldContext
 from ..pipeline.memories import StateCache
 from ..pipeline.sending import Headers, OutputRecord, until_done
 from ..pipeline.signing import result_key
-from ..settings import Settings
+from ..settings import LIVE, Settings
 from ..topics import Topics, partitions_of, sealed
 from ..versions import WorkerStats, register, stats_path, version_info
 from .backlog import Backlog, Intake
@@ -170,7 +171,10 @@ def _add_fold_agent(app: WorkerApp, settings: Settings, config: EngineConfig, ke
                     settings.resource_filter),
         sender, StateStore(TableChangelog(app, state_table), TableFiles(state_table)),
         StateCache(settings.state_cache), lambda message: app.consumer.ack(cast(Message, message)),
-        stats=stats, busy=intake.busy, sealer=sealer)
+        stats=stats, busy=intake.busy, sealer=sealer,
+        # §13 lifecycle hooks, per cycle, for the live memory only: a replay's cycles re-run
+        # old conversations (their answers mostly cached) and would report them again.
+        hooks=Hooks.from_config(settings.om) if settings.version == LIVE else None)
 
     app.settle = folds.settle  # what a revocation waits for (`WorkerApp`)
 
@@ -227,8 +231,7 @@ def _add_intake_relay(app: WorkerApp, settings: Settings, sealer: Sealer) -> Non
 def _add_model_agent(app: WorkerApp, settings: Settings, config: EngineConfig, key_for_results: bytes,
                      sender: ProducerSender, stats: WorkerStats, sealer: Sealer) -> None:
     from omstream.models.admission import ModelGate, parse_model_limits
-    from omstream.models.calls import RetryPolicy
-    from omstream.models.hooks import Hooks, run_job_with_hooks
+    from omstream.models.calls import RetryPolicy, run_job
     from omstream.pipeline.cache import ResultCache
 
     from .model_agent import ModelAgent, warm_up_quietly
@@ -239,11 +242,10 @@ def _add_model_agent(app: WorkerApp, settings: Settings, config: EngineConfig, k
                           settings.data_dir / "worker" / settings.worker_group / "result-cache", key_for_results,
                           sealer)
     policy = RetryPolicy.from_settings(settings)
-    hooks = Hooks.from_config(settings.om)  # §13 lifecycle hooks; they never fail a job
     gate = ModelGate(settings.model_concurrency, parse_model_limits(settings.model_limits))
 
     async def run(job: ModelJob) -> ModelResult:
-        return await run_job_with_hooks(job, policy, hooks, gate=gate)
+        return await run_job(job, policy, gate=gate)
 
     models = ModelAgent(run=run, cache=answers, sender=sender, topics=topics, config=config,
                         result_key=key_for_results, deadline_s=settings.job_deadline_ms / 1000,

@@ -50,6 +50,8 @@ from functools import partial
 from typing import Any, Protocol
 
 from ..crypto.sealing import PLAIN, Sealer
+from ..engine.step import HookCall
+from ..models.hooks import Hooks
 from ..pipeline.folding import MAX_OUTPUT_BYTES, Consumed, FoldContext, fold_batch
 from ..pipeline.memories import Memories, StateCache, StateWrite
 from ..pipeline.sealed_fold import BatchKeys, StateBlobs, batch_keys, resource_threads, unwrapped
@@ -88,9 +90,10 @@ class FoldLoop:
     """
 
     def __init__(self, context: FoldContext, sender: Sender, table: StateTable, cache: StateCache, ack: Ack,
-                 *, stats: WorkerStats, busy: set[Any], sealer: Sealer = PLAIN) -> None:
+                 *, stats: WorkerStats, busy: set[Any], sealer: Sealer = PLAIN, hooks: Hooks | None = None) -> None:
         self.context, self.sender, self.table, self.cache = context, sender, table, cache
         self._ack, self.stats, self.busy, self.sealer = ack, stats, busy, sealer
+        self.hooks = hooks  # the lifecycle hooks (§13), called once a batch's outputs are sent
         self.passed_over = 0  # inputs of shredded memories passed over
         self._generation: int | None = None  # the consumer generation `cache` and `_unsaved` belong to
         self._storing: asyncio.Future[None] | None = None  # the previous batch's store and ack
@@ -132,10 +135,12 @@ class FoldLoop:
         keys = await self.keys_of(batch, memories)
         if blobs is not None:
             blobs.keys = keys
-        records = self.fold(batch, memories, keys)
+        calls: list[HookCall] = []
+        records = self.fold(batch, memories, keys, calls)
         folded = time.perf_counter()
         await self.send(records)
         await self.shred(keys)
+        await self.call_hooks(calls)
         sent = time.perf_counter()
         writes, self._unsaved = memories.writes(), memories.stored()
         # The next batch is folded and sent (from `_unsaved`) while this one is stored; the
@@ -149,12 +154,14 @@ class FoldLoop:
                                   "sendMs": round((sent - folded) * 1000, 1),
                                   "waitMs": round((time.perf_counter() - sent) * 1000, 1)})
 
-    def fold(self, batch: Sequence[Consumed], memories: Memories, keys: BatchKeys | None = None) -> list[OutputRecord]:
-        """Step 1: the batch's outputs; the new states stay in `memories`.
+    def fold(self, batch: Sequence[Consumed], memories: Memories, keys: BatchKeys | None = None,
+             hooks: list[HookCall] | None = None) -> list[OutputRecord]:
+        """Step 1: the batch's outputs; the new states stay in `memories`, the hook calls go
+        to `hooks`.
 
         Inline, not in a thread: measured, a thread made each batch's fold several times slower
         (it fights the event loop for the GIL), and `batch_max` bounds the stall."""
-        records = fold_batch(self.context, batch, memories, keys)
+        records = fold_batch(self.context, batch, memories, keys, hooks)
         if keys is not None:
             self.passed_over += keys.passed_over
         return records
@@ -189,6 +196,14 @@ class FoldLoop:
                 except ValueError:
                     continue  # damaged: the fold reports it (`state-unreadable`)
         return ids
+
+    async def call_hooks(self, calls: Sequence[HookCall]) -> None:
+        """After step 2: the lifecycle hooks of the cycles the batch started and ended, in
+        order (`hookExecution = 'await'` holds the batch until each returns).  A batch folded
+        again after a crash calls them again: hooks are at least once."""
+        if self.hooks:
+            for call in calls:
+                await self.hooks.call(call.name, call.payload, background=call.background)
 
     async def shred(self, keys: BatchKeys) -> None:
         """After step 2: forget what the batch deleted (each owner's successor key, which the

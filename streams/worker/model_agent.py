@@ -103,7 +103,7 @@ class InOrderAcks(Generic[E]):
 class ModelAgent:
     """Answers jobs (see the module docstring): `consume` runs the agent's stream of jobs.
 
-    `run` calls the model (with the lifecycle hooks and retries); `cache` holds earlier
+    `run` calls the model (with its retries and fallbacks); `cache` holds earlier
     answers; `sender` writes results, cache entries and dead letters."""
 
     def __init__(self, *, run: Callable[[ModelJob], Awaitable[ModelResult]], cache: AnswerCache, sender: Sender,

@@ -49,8 +49,10 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import re
 import shutil
+import signal
 import time
 from bisect import bisect_right
 from collections import defaultdict
@@ -391,6 +393,22 @@ async def diagnose(settings, watcher: Watcher, producer: Producer, many: Many) -
             + "\n".join(lines))
 
 
+async def dump_tasks(many: Many) -> str:
+    """Every live process's threads and asyncio tasks, written to its log (SIGUSR1: the
+    `mode` worker's dump): where a stalled worker waits, for the next run that stalls."""
+    for p in many.live.values():
+        if p.worker.proc.poll() is None:
+            os.kill(p.worker.proc.pid, signal.SIGUSR1)
+
+    def dumped() -> bool:
+        return all(p.worker.proc.poll() is not None or "TASKS" in p.worker.tail(10**9) for p in many.live.values())
+
+    deadline = time.monotonic() + 20
+    while not dumped() and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    return "task dumps (SIGUSR1) in " + ", ".join(f"{p.name}: {p.worker.log}" for p in many.live.values())
+
+
 async def scenario(calm, many_env, msgs, started: float) -> dict:
     calm.start_worker(env=CONCURRENCY)
     many = Many(many_env)
@@ -488,7 +506,8 @@ async def scenario(calm, many_env, msgs, started: float) -> dict:
                                           "both runs to settle", progress)
         except Stalled as exc:
             many.steps.append(f"NOT settled after {time.monotonic() - started:.1f}s: {str(exc)[:300]}\n"
-                              + await diagnose(many_env.settings, watch, producers["many"], many))
+                              + await diagnose(many_env.settings, watch, producers["many"], many)
+                              + "\n" + await dump_tasks(many))
             gate.open_to(PER_THREAD)  # the plan stopped short: the producer may finish
         settled_at = time.monotonic() - started
         for w in watchers.values():

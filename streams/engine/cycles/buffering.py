@@ -56,12 +56,12 @@ def start_buffer(step: Step, now: datetime, *, skip_minimum: bool) -> None:
         cycle_id=cycle.cycle_id, operation_type="observation", started_at=now,
         tokens_to_buffer=tokens, record_id=step.record_id, thread_id=state.thread_id,
         thread_ids=(state.thread_id,), config=step.config.marker_config(state),
-    ), now)
+    ), now, cycle=cycle)
     job = model_job(step, cycle, observer_request(step, candidates, buffered=True), reflector=False,
                     trigger="async-buffer", input_tokens=tokens)
     if isinstance(job, str):
         step.emit_after_status(BufferingFailed, failure(step, cycle, "observation", job, now, 0,
-                                                        background=True), now)
+                                                        background=True), now, cycle=cycle)
         return
     step.jobs.append(job)
     step.update(buffering=cycle)
@@ -119,5 +119,5 @@ def buffer_result(step: Step, cycle: Cycle, result: ModelResult) -> None:
         observed_message_ids=cycle.message_ids, generation=state.generation,
         current_task=parsed.current_task, suggested_response=parsed.suggested_response,
         times_corrected=checked.count or None, **extraction_fields(found),
-    ), done)
+    ), done, cycle=cycle)
     retitle(step, cycle, found, done)

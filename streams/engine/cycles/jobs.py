@@ -116,7 +116,9 @@ def failure(step: Step, cycle: Cycle, operation: OperationType, error: str, done
 
 
 def failed(step: Step, cycle: Cycle, operation: OperationType, error: str, done: datetime,
-           duration: int, *, background: bool = False) -> None:
-    """Emit the failure marker of `cycle` now."""
+           duration: int, *, background: bool = False, rung: bool = False) -> None:
+    """Emit the failure marker of `cycle` now.  A reflection ladder's `rung` that is retried
+    fails on the log, but not to the lifecycle hooks: the cycle goes on with the next rung."""
     cls = BufferingFailed if background else ObservationFailed
-    step.emit(cls, failure(step, cycle, operation, error, done, duration, background=background), done)
+    step.emit(cls, failure(step, cycle, operation, error, done, duration, background=background), done,
+              cycle=None if rung else cycle)

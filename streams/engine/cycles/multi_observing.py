@@ -149,7 +149,7 @@ def start_resource_observation(step: Step, now: datetime, step_number: int | Non
             cycle_id=cycle.cycle_id, operation_type="observation", started_at=now,
             tokens_to_observe=thread_tokens(groups[thread]), record_id=step.record_id,
             thread_id=thread, thread_ids=threads, config=config.marker_config(state),
-        ), now, thread_id=thread)
+        ), now, thread_id=thread, cycle=cycle)
     jobs = []
     for n in range(len(batches)):
         job = _batch_job(step, cycle, n)
@@ -278,7 +278,7 @@ def fail_thread(step: Step, cycle: Cycle, thread: str, error: str, done: datetim
                                  if m.id in covered and thread_of(m, step.state) == thread))
     data = failure(step, cycle.model_copy(update={"tokens": tokens}), "observation", error, done,
                    duration, background=False)
-    step.emit(ObservationFailed, data.model_copy(update={"thread_id": thread}), done, thread_id=thread)
+    step.emit(ObservationFailed, data.model_copy(update={"thread_id": thread}), done, thread_id=thread, cycle=cycle)
 
 
 def _thread_messages(step: Step, cycle: Cycle, thread: str) -> tuple[PendingMessage, ...]:
@@ -325,7 +325,7 @@ def _commit_thread(step: Step, cycle: Cycle, thread: str, answer: ThreadAnswer, 
         record_id=step.record_id, thread_id=thread,
         observed_message_ids=tuple(m.id for m in mine), cursor=iso(cursor), generation=state.generation,
         times_corrected=corrected or None, **extraction_fields(Extraction(values, found.failures)),
-    ), done, thread_id=thread)
+    ), done, thread_id=thread, cycle=cycle)
     _retitle(step, cycle, thread, values, done)  # after the end event, as in thread scope
 
 

@@ -91,7 +91,7 @@ def start_observation(step: Step, now: datetime, step_number: int | None, *, tri
         cycle_id=cycle.cycle_id, operation_type="observation", started_at=now,
         tokens_to_observe=tokens, record_id=step.record_id, thread_id=state.thread_id,
         thread_ids=(state.thread_id,), config=step.config.marker_config(state),
-    ), now)
+    ), now, cycle=cycle)
     job = model_job(step, cycle, observer_request(step, messages, buffered=False), reflector=False,
                     trigger=trigger, input_tokens=tokens)
     if isinstance(job, str):
@@ -200,7 +200,7 @@ def _commit_observation(step: Step, cycle: Cycle, parsed: ObserverOutput, done: 
         record_id=step.record_id, thread_id=state.thread_id,
         observed_message_ids=cycle.message_ids, cursor=iso(cursor), generation=state.generation,
         times_corrected=checked.count or None, **extraction_fields(found),
-    ), done)
+    ), done, cycle=cycle)
     retitle(step, cycle, found, done)
 
 

@@ -117,7 +117,9 @@ def _start_reflection(step: Step, now: datetime, *, phase: Phase, step_number: i
     state, config = step.state, step.config
     start = compression_start_level(config.resolved.reflection.model.name, manual=trigger == "manual")
     carried: dict[str, Any] = {"attempts": previous.attempts, "candidates": previous.candidates,
-                               "suggested": previous.suggested} if previous else {}
+                               "suggested": previous.suggested, "usage": previous.usage,
+                               "provider_metadata": previous.provider_metadata,
+                               "ladder_of": previous.hook_id} if previous else {}
     cycle = _reflection_cycle(
         step, now, kind="reflect", level=start if level is None else level,
         tokens=state.observation_tokens, phase=phase, step_number=step_number, trigger=trigger,
@@ -127,7 +129,7 @@ def _start_reflection(step: Step, now: datetime, *, phase: Phase, step_number: i
         cycle_id=cycle.cycle_id, operation_type="reflection", started_at=now,
         tokens_to_observe=cycle.tokens, record_id=step.record_id, thread_id=state.thread_id,
         thread_ids=(state.thread_id,), config=config.marker_config(state),
-    ), now)
+    ), now, cycle=cycle)
     r = config.resolved.reflection
     hints = r.current_task_hint or r.suggested_response_hint
     messages = _reflector_request(step, state.observations, cycle.level, guidance=guidance, hints=hints)
@@ -179,7 +181,7 @@ def reflection_result(step: Step, cycle: Cycle, result: ModelResult, done: datet
         _commit_reflection(step, cycle, _accepted(decision), done, duration)
         return True
     if decision.action == "retry":
-        failed(step, cycle, "reflection", decision.message or "", done, duration)
+        failed(step, cycle, "reflection", decision.message or "", done, duration, rung=True)
         return not _start_reflection(step, done, phase=cycle.phase, step_number=cycle.step_number,
                                      trigger=cycle.trigger, guidance=cycle.guidance, previous=cycle,
                                      level=decision.next_level)
@@ -244,7 +246,7 @@ def _commit_reflection(step: Step, cycle: Cycle, i: int, done: datetime, duratio
         observations=text, suggested_response=suggested, record_id=step.record_id,
         thread_id=state.thread_id, cursor=iso(state.cursor) if state.cursor else None,
         generation=step.state.generation, **extraction_fields(found),
-    ), done)
+    ), done, cycle=cycle)
 
 
 def manual_reflect(step: Step, now: datetime, guidance: str | None) -> None:
@@ -281,7 +283,7 @@ def _buffer_reflection(step: Step, cycle: Cycle, text: str, now: datetime) -> No
         cycle_id=cycle.cycle_id, operation_type="reflection", started_at=now,
         tokens_to_buffer=cycle.tokens, record_id=step.record_id, thread_id=state.thread_id,
         thread_ids=(state.thread_id,), config=step.config.marker_config(state),
-    ), now)
+    ), now, cycle=cycle)
     job = model_job(step, cycle, _reflector_request(step, text, cycle.level, guidance=None, hints=False),
                     reflector=True, trigger="async-buffer", input_tokens=cycle.tokens)
     if isinstance(job, str):
@@ -301,10 +303,10 @@ def reflection_buffer_result(step: Step, cycle: Cycle, result: ModelResult) -> N
         return
     cycle, decision = _ladder(step, cycle, result)
     if decision.action == "retry":
-        failed(step, cycle, "reflection", decision.message or "", done, duration, background=True)
+        failed(step, cycle, "reflection", decision.message or "", done, duration, background=True, rung=True)
         piece_text = "\n".join(step.state.observations.split("\n")[:cycle.line_count])
         retry = cycle.model_copy(update={"cycle_id": step.next_cycle_id(), "level": decision.next_level,
-                                         "started_at": done})
+                                         "started_at": done, "ladder_of": cycle.hook_id})
         _buffer_reflection(step, retry, piece_text, done)
         return
     if decision.action == "fail":
@@ -325,7 +327,7 @@ def reflection_buffer_result(step: Step, cycle: Cycle, result: ModelResult) -> N
         duration_ms=duration, tokens_buffered=cycle.tokens, buffered_tokens=tokens,
         record_id=step.record_id, thread_id=step.state.thread_id, observations=text,
         generation=step.state.generation, **extraction_fields(found),
-    ), done)
+    ), done, cycle=cycle)
 
 
 def _activate_reflection(step: Step, now: datetime, trigger: ReflectionTrigger, threshold: int) -> None:

@@ -9,7 +9,7 @@ cycle waits for is recorded as ignored, except a redelivery of an answer already
 from __future__ import annotations
 
 from omstream.schemas.events import ResultIgnored, ResultIgnoredData
-from omstream.schemas.jobs import ModelResult
+from omstream.schemas.jobs import ModelResult, Usage
 
 from ..state import Cycle
 from ..step import Step
@@ -21,7 +21,7 @@ from .multi_observing import batch_of, resource_batch_result
 from .observing import observation_result
 from .reflecting import reflection_buffer_result, reflection_result
 
-__all__ = ["blocking_result", "on_result"]
+__all__ = ["blocking_result", "on_result", "spent"]
 
 _RECENT_ANSWERS = 64  # cycles whose answer was applied, to recognise a job answered twice
 
@@ -33,14 +33,14 @@ def on_result(step: Step, result: ModelResult) -> None:
     batch = batch_of(cycle, result.cycle_id) if cycle is not None and cycle.batches else None
     if cycle is not None and batch is not None:
         step.update(answered=(*state.answered, result.cycle_id)[-_RECENT_ANSWERS:])
-        if resource_batch_result(step, cycle, batch, result):
+        if resource_batch_result(step, spent(cycle, result), batch, result):
             resume(step, step.state.clock or result.completed_at, "observe", cycle.step_number)
         return
     for slot, handler in (("in_flight", blocking_result), ("buffering", buffer_result),
                           ("reflection_buffering", reflection_buffer_result)):
         cycle = getattr(state, slot)
         if cycle is not None and cycle.cycle_id == result.cycle_id:
-            answered = with_structured(step, cycle, result, slot)
+            answered = with_structured(step, spent(cycle, result), result, slot)
             if answered is None:
                 return
             cycle, result = answered
@@ -58,6 +58,28 @@ def on_result(step: Step, result: ModelResult) -> None:
         cycle_id=result.cycle_id, kind=result.kind,
         reason="no cycle waits for this result (a late or duplicate delivery, or superseded)",
     ), at)
+
+
+def spent(cycle: Cycle, result: ModelResult) -> Cycle:
+    """`cycle` with the cost of `result` added: what its end hook reports (spec §13: every call
+    of the cycle).  The metadata is the latest call's, with the calls' costs summed."""
+    if result.usage is None and not result.provider_metadata:
+        return cycle
+    usage = cycle.usage
+    if result.usage is not None:
+        usage = result.usage if usage is None else Usage(
+            input_tokens=_plus(usage.input_tokens, result.usage.input_tokens),
+            output_tokens=_plus(usage.output_tokens, result.usage.output_tokens),
+            total_tokens=_plus(usage.total_tokens, result.usage.total_tokens))
+    metadata = result.provider_metadata or cycle.provider_metadata
+    costs = [((m or {}).get("litellm") or {}).get("cost") for m in (cycle.provider_metadata, result.provider_metadata)]
+    if metadata is not None and costs[0] is not None and costs[1] is not None:
+        metadata = {**metadata, "litellm": {**metadata["litellm"], "cost": costs[0] + costs[1]}}
+    return cycle.model_copy(update={"usage": usage, "provider_metadata": metadata})
+
+
+def _plus(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else a + b
 
 
 def blocking_result(step: Step, cycle: Cycle, result: ModelResult) -> None:
