@@ -25,6 +25,7 @@ __all__ = [
     "FileReference",
     "ImageContent",
     "ImageUrl",
+    "ModelCall",
     "TextContent",
     "JobKind",
     "JobTrigger",
@@ -126,6 +127,24 @@ class Usage(WireModel):
     """Prompt and answer together, in tokens. Absent when the provider did not report it."""
 
 
+class ModelCall(WireModel):
+    """One entry of a job's model list (a `ModelWithRetries` entry of the configuration)."""
+
+    model: NonEmptyStr
+    """The model to call, as litellm names it."""
+    id: str | None = None
+    """The entry's name from the configuration; the answer's `providerMetadata.omstream.modelId`
+    when this entry answered. Absent when the entry has none."""
+    max_retries: Count | None = None
+    """Retries of this entry before the next is tried. Absent: the worker's `model_retries`."""
+    settings: dict[str, Any] = {}
+    """This entry's model settings, over the job's `settings`. Empty when none."""
+    provider_options: dict[str, Any] | None = None
+    """This entry's provider options, instead of the job's. Absent: the job's."""
+    headers: dict[str, str] = {}
+    """HTTP headers of this entry's calls (litellm `extra_headers`). Empty when none."""
+
+
 class ModelJob(WireModel):
     """One model request, complete: a model agent needs nothing else to run it."""
 
@@ -160,6 +179,10 @@ class ModelJob(WireModel):
     when none."""
     fallbacks: tuple[NonEmptyStr, ...] | None = None
     """Models to try, in order, when `model` keeps failing. Absent when there are none."""
+    models: tuple[ModelCall, ...] | None = None
+    """The configuration's model list with each entry's own retries, settings, provider options
+    and headers, tried in order (`model` is its first entry; `fallbacks` is then absent). Absent
+    when the list sets none of them: `model`, then `fallbacks`."""
     request_hash: NonEmptyStr
     """SHA-256 (hex) of model, messages, settings, provider options and fallbacks: equal requests
     may share one cached result."""
@@ -234,7 +257,8 @@ class ModelResult(WireModel):
 
 def request_hash(model: str, messages: Sequence[ChatMessage], settings: dict[str, Any], *,
                  provider_options: dict[str, Any] | None = None,
-                 fallbacks: Sequence[str] | None = None, sample: int = 0) -> str:
+                 fallbacks: Sequence[str] | None = None, sample: int = 0,
+                 models: Sequence[ModelCall] | None = None) -> str:
     """Content hash of a model request: equal requests may share one cached result.
 
     Provider options, fallbacks and a sample number enter the hash only when given, so the
@@ -245,6 +269,8 @@ def request_hash(model: str, messages: Sequence[ChatMessage], settings: dict[str
         body["providerOptions"] = provider_options
     if fallbacks:
         body["fallbacks"] = list(fallbacks)
+    if models:
+        body["models"] = [m.wire() for m in models]
     if sample:
         body["sample"] = sample
     return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()

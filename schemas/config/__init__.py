@@ -14,7 +14,7 @@ a `"module:PydanticModel"` reference (`extractors`).
 
 The modules, one concept each: `options` (the tree, `OmConfig`), `agents` (`observation`,
 `reflection`), `models`, `extractors`, `references`, `hooks`, `working_memory`, `rules` (the
-cross-option rules), `unsupported` (the "not supported yet" gate), `loading`, `problems` and
+cross-option rules), `loading`, `problems` and
 `pydantic_errors` (what a check reports), `numbers`, `base`.
 
 `OmConfig` keeps the options as written (plus defaults).  The effective numbers of §2/§2.1
@@ -40,7 +40,6 @@ from .models import (
 from .options import OmConfig, RetrievalConfig
 from .problems import OmConfigError, Problem
 from .references import load_reference
-from .unsupported import unsupported_problems
 from .working_memory import WorkingMemoryConfig
 
 __all__ = [
@@ -66,5 +65,4 @@ __all__ = [
     "model_name",
     "model_supports_temperature",
     "slugify",
-    "unsupported_problems",
 ]

@@ -11,7 +11,6 @@ from .models import DEFAULT_MODEL
 from .options import OmConfig
 from .problems import OmConfigError, Problem
 from .pydantic_errors import validation_problems
-from .unsupported import unsupported_problems
 
 __all__ = ["check_om_config", "load_om_config"]
 
@@ -29,15 +28,12 @@ def _section(value: Any) -> Any:
     return value
 
 
-def load_om_config(value: Any, *, only_supported: bool = True) -> OmConfig:
+def load_om_config(value: Any) -> OmConfig:
     """Options → a checked `OmConfig`; raises `OmConfigError` listing every problem.
 
     `None` (absent) → the defaults; `True` ≡ `{model = DEFAULT_MODEL}` (so, as in the original, no
     maxOutputTokens default applies, while `{}` gets one); `False` → disabled; an object may be
     the bare options, `{"observationalMemory": {...}}`, or a whole settings file.
-
-    Every documented option is validated, but one the engine does not implement yet is refused
-    (`only_supported`), so that no setting is accepted and then silently ignored.
     """
     value = _section(value)
     if value is None:
@@ -50,19 +46,15 @@ def load_om_config(value: Any, *, only_supported: bool = True) -> OmConfig:
         raise OmConfigError([Problem("observationalMemory", (
             f"{value!r} is not a setting; use true, false, or an object of options"))])
     try:
-        om = OmConfig.model_validate(value)
+        return OmConfig.model_validate(value)
     except ValidationError as exc:
         raise OmConfigError(validation_problems(exc)) from None
-    problems = unsupported_problems(om) if only_supported else []
-    if problems:
-        raise OmConfigError(problems)
-    return om
 
 
-def check_om_config(value: Any, *, only_supported: bool = True) -> tuple[Problem, ...]:
+def check_om_config(value: Any) -> tuple[Problem, ...]:
     """Every problem `load_om_config` would report; empty when the options are valid."""
     try:
-        load_om_config(value, only_supported=only_supported)
+        load_om_config(value)
     except OmConfigError as exc:
         return exc.problems
     return ()

@@ -94,20 +94,21 @@ class ModelWithRetries(Options):
     """One entry of a fallback list: tried in order, each with its own retries and settings."""
 
     id: str | None = None
-    """A name for the entry, for logs."""
+    """A name for the entry: in the logs, and in the answer's `providerMetadata.omstream.modelId`
+    (so in the end hooks) when this entry answered."""
     model: ModelName
     """The model's name (`"openai/gpt-5-mini"`, or `"default"`); the first entry's is the one OM
     introspects the choice by (token counting, prompt-cache lifetime, temperature)."""
     max_retries: int | None = None
-    """Retries of this entry before the next is tried (not supported yet: refused when set)."""
+    """Retries of this entry before the next is tried. Unset: the worker's `model_retries`."""
     enabled: bool = True
     """`false` skips the entry; at least one entry must be enabled."""
     model_settings: ModelSettings = {}
-    """Call settings of this entry (not supported yet: refused when set)."""
+    """Call settings of this entry, over the agent's `modelSettings`."""
     provider_options: ProviderOptions | None = None
-    """Provider options of this entry (not supported yet: refused when set)."""
+    """Provider options of this entry, instead of the agent's `providerOptions`."""
     headers: dict[str, str] = {}
-    """HTTP headers of this entry's calls (not supported yet: refused when set)."""
+    """HTTP headers of this entry's calls (they travel in the job, sealed with a namespace key)."""
 
     @field_validator("max_retries", mode="before")
     @classmethod

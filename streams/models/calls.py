@@ -10,8 +10,10 @@ This is the only module that imports litellm (3-5 s to import, so lazily).
   the model's calls at once narrow meanwhile (`omstream.models.admission.ModelGate`).
 - **Fallbacks (§13, `ModelWithRetries` lists)**: when the model still fails after its retries,
   or fails permanently (including a missing API key), each of `job.fallbacks` is tried in
-  order with the same policy.  The result names the model that answered; `attempts` counts
-  every attempt of every model.
+  order with the same policy; a list whose entries set their own `maxRetries`, `modelSettings`,
+  `providerOptions`, `headers` or `id` comes as `job.models`, each entry called with its own.
+  The result names the model that answered (and the entry's id, `providerMetadata.omstream.
+  modelId`); `attempts` counts every attempt of every model.
 - **Settings** are the original's camelCase call settings (`maxOutputTokens` → `max_tokens`,
   `topP` → `top_p`, ...); keys without a translation pass through as they are (the scripted
   provider reads `userWords`, `assistantWords`, ...).  `maxRetries` overrides the policy's
@@ -54,7 +56,7 @@ from typing import Any, Literal
 
 import orjson
 
-from omstream.schemas.jobs import ModelJob, ModelResult, Usage
+from omstream.schemas.jobs import ModelCall, ModelJob, ModelResult, Usage
 
 from . import local
 from .admission import ModelGate, causes, queued, retry_after
@@ -306,24 +308,44 @@ def provider_arguments(model: str, provider_options: Mapping[str, Any] | None) -
     return out
 
 
-def call_arguments(job: ModelJob, model: str) -> dict[str, Any]:
-    """Every litellm argument of a call of `job` to `model` besides model/messages/timeout.
+def call_arguments(job: ModelJob, model: str, entry: ModelCall | None = None) -> dict[str, Any]:
+    """Every litellm argument of a call of `job` to `model` besides model/messages/timeout; a
+    model-list `entry` brings its settings (over the job's), provider options (instead of the
+    job's) and headers.
 
     The answer's `grammar` (a GBNF for llama.cpp, set on a local model's Observer and Reflector
     jobs) goes to a local model only: a hosted model, a local job's fallback among them, would
     refuse or ignore an argument it does not know."""
-    arguments = {**translate_settings(job.settings), **provider_arguments(model, job.provider_options)}
+    settings, options = job.settings, job.provider_options
+    if entry is not None:
+        settings = {**settings, **entry.settings}
+        options = entry.provider_options if entry.provider_options is not None else options
+    arguments = {**translate_settings(settings), **provider_arguments(model, options)}
+    if entry is not None and entry.headers:
+        arguments["extra_headers"] = {**arguments.get("extra_headers", {}), **entry.headers}
     if not local.is_local(model):
         arguments.pop("grammar", None)
     return arguments
 
 
-def _retries(job: ModelJob, policy: RetryPolicy) -> int:
+def _retries(job: ModelJob, policy: RetryPolicy, entry: ModelCall | None = None) -> int:
+    if entry is not None and entry.max_retries is not None:
+        return entry.max_retries
     for key in _RETRY_SETTINGS:
         value = job.settings.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
             return value
     return policy.retries
+
+
+def _candidates(job: ModelJob) -> list[tuple[str, ModelCall | None]]:
+    """The models a job tries in order (litellm names), each with its model-list entry: the
+    job's `models`, else its `model` and then `fallbacks` (a name listed twice is tried once)."""
+    if job.models:
+        return [(litellm_model_name(entry.model), entry) for entry in job.models]
+    names = [litellm_model_name(job.model)]
+    names += [m for m in (litellm_model_name(f) for f in job.fallbacks or ()) if m not in names]
+    return [(name, None) for name in names]
 
 
 def _jsonable(value: Any) -> Any:
@@ -453,23 +475,22 @@ async def run_job(job: ModelJob, policy: RetryPolicy = RetryPolicy(), *,
     rng = rng or random.Random()
     started = datetime.now(UTC)
     messages = [m.wire() for m in job.messages]
-    retries = _retries(job, policy)
-    candidates = [litellm_model_name(job.model)]
-    candidates += [m for m in (litellm_model_name(f) for f in job.fallbacks or ()) if m not in candidates]
     failures: list[_Failure] = []
     attempts = 0
     dropped: str | None = None  # why the attachments were left out, once they were
-    for model in candidates:
+    for model, entry in _candidates(job):
+        retries = _retries(job, policy, entry)
         if failures:
             log.warning("model failed; trying a fallback", extra={
-                "cycle": job.cycle_id, "failed": failures[-1].model, "fallback": model})
+                "cycle": job.cycle_id, "failed": failures[-1].model, "fallback": model,
+                "fallbackId": entry.id if entry else None})
         missing = _missing_keys(litellm, model)
         if missing:
             failures.append(_Failure(model, (
                 f"model {model!r} needs {', '.join(missing)} in the environment of the worker; "
                 "set it, or choose another observation.model"), "missing-key", None))
             continue
-        arguments = call_arguments(job, model)
+        arguments = call_arguments(job, model, entry)
         provider = model_provider(model)
         tries = 0
         while True:
@@ -504,8 +525,9 @@ async def run_job(job: ModelJob, policy: RetryPolicy = RetryPolicy(), *,
             if gate is not None and not local.is_local(model):
                 await gate.answered(model)  # a local model has its slots, no window
             metadata = _provider_metadata(response, provider)
-            if dropped is not None:
-                metadata = {**(metadata or {}), "omstream": {"attachmentsDropped": dropped}}
+            ours = {"modelId": entry.id if entry else None, "attachmentsDropped": dropped}
+            if any(v is not None for v in ours.values()):
+                metadata = {**(metadata or {}), "omstream": {k: v for k, v in ours.items() if v is not None}}
             return _result(job, started, ok=True, model=model, attempts=attempts, output=output,
                            usage=_usage(response), metadata=metadata)
     last = failures[-1]

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from omstream.schemas.base import iso
+from omstream.schemas.config.models import ModelWithRetries, model_name
 from omstream.schemas.events import (
     BufferingFailed,
     BufferingFailedData,
@@ -26,6 +27,7 @@ from omstream.schemas.jobs import (
     ChatMessage,
     JobKind,
     JobTrigger,
+    ModelCall,
     ModelJob,
     ModelResult,
     TextContent,
@@ -37,7 +39,7 @@ from ..rules.resolution import is_local
 from ..state import Cycle
 from ..step import Step
 
-__all__ = ["failed", "failure", "model_job", "outcome_time"]
+__all__ = ["failed", "failure", "model_calls", "model_job", "outcome_time"]
 
 
 def model_job(step: Step, cycle: Cycle, messages: tuple[ChatMessage, ...], *, reflector: bool,
@@ -50,9 +52,13 @@ def model_job(step: Step, cycle: Cycle, messages: tuple[ChatMessage, ...], *, re
         model = agent.for_input_tokens(input_tokens)
     except ValueError as exc:
         return str(exc)
-    fallbacks = None
+    fallbacks, models = None, None
     if agent.routing == "fallbacks" and isinstance(agent.spec, tuple):
-        fallbacks = tuple(e.model for e in agent.spec[1:] if e.enabled) or None
+        models = model_calls(agent.spec)
+        if models:
+            model = models[0].model
+        else:
+            fallbacks = tuple(e.model for e in agent.spec[1:] if e.enabled) or None
     settings = _with_grammar(step, kind or cycle.kind, model, messages, reflector,
                              {**agent.settings, **(extra_settings or {})})
     options = agent.provider_options or None
@@ -63,12 +69,27 @@ def model_job(step: Step, cycle: Cycle, messages: tuple[ChatMessage, ...], *, re
         kind=kind or cycle.kind, cycle_id=cycle.cycle_id, memory_key=state.memory_key,
         thread_id=step.thread_id, generation=state.generation,
         cursor=iso(state.cursor) if state.cursor else None, model=model, messages=messages,
-        settings=settings, provider_options=options, fallbacks=fallbacks,
+        settings=settings, provider_options=options, fallbacks=fallbacks, models=models,
         request_hash=request_hash(model, messages, settings, provider_options=options,
-                                  fallbacks=fallbacks, sample=sample),
+                                  fallbacks=fallbacks, sample=sample, models=models),
         created_at=cycle.started_at, trigger=trigger, input_tokens=input_tokens,
         sample=sample or None, version=config.version, config_digest=config.digest,
     )
+
+
+#: What a `ModelWithRetries` entry may set besides its model (`enabled` only skips it).
+_ENTRY_OPTIONS = frozenset({"id", "max_retries", "model_settings", "provider_options", "headers"})
+
+
+def model_calls(entries: tuple[ModelWithRetries, ...]) -> tuple[ModelCall, ...] | None:
+    """A fallback list's enabled entries, each with its own options, when any entry sets one;
+    None otherwise (the job names the models alone, and hashes as it always did)."""
+    if not any(e.model_fields_set & _ENTRY_OPTIONS for e in entries):
+        return None
+    return tuple(ModelCall(model=model_name(e.model), id=e.id, max_retries=e.max_retries,
+                           settings=dict(e.model_settings), provider_options=e.provider_options,
+                           headers=dict(e.headers))
+                 for e in entries if e.enabled)
 
 
 #: Jobs whose answer is an Observer's or a Reflector's text.  A structured follow-up (`extract`)

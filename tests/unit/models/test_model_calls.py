@@ -22,7 +22,7 @@ from omstream.models.calls import (
     translate_settings,
 )
 from omstream.models.scripted import reset_failures
-from omstream.schemas.jobs import ChatMessage, ModelJob, request_hash
+from omstream.schemas.jobs import ChatMessage, ModelCall, ModelJob, request_hash
 from omstream.settings import Settings
 
 
@@ -290,3 +290,63 @@ def test_malformed_and_degenerate_answers_are_injectable_and_deterministic():
 def test_unknown_fail_with_is_a_bad_request():
     result = run(job("scripted/observer", {"failWith": "gremlins"}), RetryPolicy(retries=3))
     assert not result.ok and result.attempts == 1 and "gremlins" in result.error
+
+
+# --- a model list whose entries set their own options (ModelWithRetries) --------------------------
+def listed(*entries: ModelCall, settings: dict | None = None) -> ModelJob:
+    base = job(entries[0].model, settings)
+    return base.model_copy(update={"models": entries, "request_hash": request_hash(
+        base.model, base.messages, base.settings, models=entries)})
+
+
+def test_each_entry_of_a_model_list_is_called_with_its_own_retries_settings_options_and_headers(monkeypatch):
+    import omstream.models.calls as calls
+
+    made: list[tuple[str, dict]] = []
+    real = calls.complete
+
+    async def recording(model, messages, *, timeout, arguments, gate=None, num_retries=0):
+        made.append((model, arguments))
+        return await real(model, messages, timeout=timeout, arguments=arguments, gate=gate)
+
+    monkeypatch.setattr(calls, "complete", recording)
+    first = ModelCall(model="scripted/observer", id="primary", max_retries=1,
+                      settings={"failWith": "500", "failModel": "scripted/observer", "temperature": 0.9})
+    second = ModelCall(model="scripted/observer-b", id="backup", settings={"topP": 0.5},
+                       provider_options={"openai": {"user": "x"}}, headers={"x-route": "eu"})
+    result = run(listed(first, second, settings={"temperature": 0.1}), RetryPolicy(retries=6, base_ms=1))
+    assert result.ok and result.model == "scripted/observer-b" and result.attempts == 3  # 2 + 1, not 7 + 1
+    assert [m for m, _ in made] == ["scripted/observer"] * 2 + ["scripted/observer-b"]
+    assert made[0][1]["temperature"] == 0.9 and "extra_headers" not in made[0][1]
+    assert made[2][1]["temperature"] == 0.1 and made[2][1]["top_p"] == 0.5  # the entry's over the job's
+    assert made[2][1]["extra_headers"] == {"x-route": "eu"}
+    assert result.provider_metadata["omstream"] == {"modelId": "backup"}
+
+
+def test_a_model_list_with_its_own_options_reaches_the_job_and_its_hash():
+    from omstream.engine.fold import fold, new_state
+    from tests.helpers import engine, message
+
+    plain = engine(300, observation={"model": [{"model": "scripted/observer"}, {"model": "scripted/observer-b"}]})
+    own = engine(300, observation={"model": [{"model": "scripted/observer", "id": "a", "maxRetries": 0},
+                                             {"model": "scripted/observer-b", "enabled": False},
+                                             {"model": "scripted/observer-c", "headers": {"x": "y"}}]})
+
+    def first_job(config):
+        state = new_state("thread:t1", "t1", "u1")
+        for i in range(20):
+            out = fold(state, message(i), config)
+            state = out.state
+            if out.jobs:
+                return out.jobs[0]
+        raise AssertionError("no job")
+
+    old = first_job(plain)
+    assert old.models is None and old.fallbacks == ("scripted/observer-b",)  # hashed as it always was
+    assert old.request_hash == request_hash(old.model, old.messages, old.settings,
+                                            provider_options=old.provider_options, fallbacks=old.fallbacks)
+    new = first_job(own)
+    assert new.fallbacks is None and [(m.model, m.id, m.max_retries, m.headers) for m in new.models] == [
+        ("scripted/observer", "a", 0, {}), ("scripted/observer-c", None, None, {"x": "y"})]
+    assert new.request_hash != request_hash(new.model, new.messages, new.settings,
+                                            provider_options=new.provider_options)

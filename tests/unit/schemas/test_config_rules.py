@@ -269,7 +269,7 @@ def test_true_false_none_and_wrappers():
     assert load_om_config(True).model == DEFAULT_MODEL and load_om_config(True).enabled
     assert load_om_config(False).enabled is False
     assert load_om_config(None) == OmConfig() == load_om_config({})
-    wrapped = load_om_config({"observationalMemory": {"scope": "resource"}}, only_supported=False)
+    wrapped = load_om_config({"observationalMemory": {"scope": "resource"}})
     assert wrapped.scope == "resource"
     assert load_om_config({"observational_memory": False}).enabled is False
     assert load_om_config({"omstream": {"namespace": "x"}}) == OmConfig()
@@ -278,7 +278,7 @@ def test_true_false_none_and_wrappers():
 
 
 def test_every_documented_option_is_validated():
-    om = load_om_config(only_supported=False, value={
+    om = load_om_config(value={
         "enabled": True, "scope": "thread", "activateAfterIdle": "5m", "activateOnProviderChange": True,
         "shareTokenBudget": False, "temporalMarkers": True,
         "retrieval": {"vector": True, "scope": "thread", "instructions": "look it up"},
@@ -362,7 +362,7 @@ def test_shared_budget_with_buffering_off():
     {"scope": "resource", "observation": {"bufferTokens": False}},
 ])
 def test_buffering_off_leaves_every_buffer_number_unset(options):
-    om = load_om_config(options, only_supported=False)
+    om = load_om_config(options)
     r = resolve(om)
     assert om.async_buffering is False and r.async_buffering is False
     o, f = r.observation, r.reflection
@@ -372,9 +372,9 @@ def test_buffering_off_leaves_every_buffer_number_unset(options):
 
 
 def test_resource_scope_obscures_thread_ids_by_default():
-    assert resolve(load_om_config({"scope": "resource"}, only_supported=False)).obscure_thread_ids
+    assert resolve(load_om_config({"scope": "resource"})).obscure_thread_ids
     assert resolve(load_om_config({})).obscure_thread_ids is False
-    explicit = load_om_config({"scope": "resource", "obscureThreadIds": False}, only_supported=False)
+    explicit = load_om_config({"scope": "resource", "obscureThreadIds": False})
     assert resolve(explicit).obscure_thread_ids is False
 
 
@@ -480,7 +480,7 @@ def test_model_by_input_tokens_routes_and_overflows():
 def test_model_with_retries_list():
     om = load_om_config({"observation": {"model": [
         {"id": "primary", "model": "openai/gpt-4o", "maxRetries": 2, "headers": {"x-team": "om"}},
-        {"model": "default", "enabled": False}]}}, only_supported=False)
+        {"model": "default", "enabled": False}]}})
     spec = om.observation.model
     assert spec[0].max_retries == 2 and spec[1].enabled is False
     assert om.observer_model == "openai/gpt-4o" == model_name(spec)
@@ -545,8 +545,7 @@ def test_slugify(name, slug):
 def test_extractor_defaults():
     om = load_om_config({"reflection": {"extract": [
         {"name": "Open questions", "instructions": "list them"},
-        {"name": "Plan", "instructions": "x", "metadataKeyPath": False, "schema": "pydantic:BaseModel"}]}},
-        only_supported=False)
+        {"name": "Plan", "instructions": "x", "metadataKeyPath": False, "schema": "pydantic:BaseModel"}]}})
     first, second = om.reflection.extract
     assert first.slug == "open-questions" and first.key_path == "extracted.open-questions"
     assert first.include_previous_extraction and first.kind == "inline"
@@ -635,37 +634,10 @@ def test_config_check_help(capsys):
     assert "resolved" in capsys.readouterr().out
 
 
-# --- accepted means implemented ---------------------------------------------------------------------
-UNSUPPORTED = {
-    "observation.model[0].maxRetries": {"observation": {"model": [{"model": "a/b", "maxRetries": 1}]}},
-    "reflection.model[1].headers": {"reflection": {"model": [{"model": "a/b"},
-                                                              {"model": "c/d", "headers": {"x": "y"}}]}},
-}
-
-
-@pytest.mark.parametrize(("path", "options"), UNSUPPORTED.items(), ids=UNSUPPORTED.keys())
-def test_an_option_not_implemented_yet_is_refused_naming_its_path(path, options):
-    problems = check_om_config(options)
-    assert [p.path for p in problems] == [path]
-    assert "not supported yet" in problems[0].message
-    assert check_om_config(options, only_supported=False) == ()
-
-
-@pytest.mark.parametrize("options", [
-    {"retrieval": False, "obscureThreadIds": False, "scope": "thread"},
-    {"observation": {"extract": [], "threadTitle": False, "manageWorkingMemory": False,
-                     "observeAttachments": False}},
-    {"observation": {"model": [{"model": "a/b"}, {"model": "c/d", "enabled": False}]}},
-])
-def test_off_values_of_unimplemented_options_are_accepted(options):
-    assert check_om_config(options) == ()
-
-
-def test_config_check_names_an_unimplemented_option(tmp_path, capsys):
-    options = {"observation": {"model": [{"model": "a/b", "maxRetries": 1}]}}
-    code, _, err = run_check(tmp_path, "om.json", json.dumps(options), capsys)
-    assert code == 1
-    assert "observation.model[0].maxRetries: is not supported yet" in err
+def test_every_option_of_a_model_list_entry_is_accepted():
+    entry = {"model": "a/b", "id": "primary", "maxRetries": 1, "modelSettings": {"temperature": 0.1},
+             "providerOptions": {"openai": {"reasoningEffort": "low"}}, "headers": {"x-route": "eu"}}
+    assert check_om_config({"observation": {"model": [entry, {"model": "c/d", "enabled": False}]}}) == ()
 
 
 @pytest.mark.parametrize("options", [
