@@ -41,7 +41,7 @@ __all__ = ["MEMORY_FIELDS", "ResourceRendering", "concerns", "is_resource_key", 
            "of_thread", "one_thread_of_resource", "other_conversations", "share"]
 
 #: The fields of a thread's view that are its memory's, the same in every thread of a resource.
-MEMORY_FIELDS = ("observations", "generation", "cursor", "in_flight", "held")
+MEMORY_FIELDS = ("observations", "generation", "cursor", "in_flight")
 
 
 
