@@ -54,6 +54,17 @@ def fold_inputs(inputs, config, key: str = "thread:t1"):
     return state, events, jobs, rejected
 
 
+def until_a_job(config: EngineConfig):
+    """Thread t1's messages, one by one, until the fold sends a job: (state, that fold's output)."""
+    state = new_state("thread:t1", "t1", "u1")
+    for i in range(40):
+        out = fold(state, message(i), config)
+        state = out.state
+        if out.jobs:
+            return state, out
+    raise AssertionError("no job after 40 messages")
+
+
 def scripted_result(job: ModelJob, *, ok: bool = True, output: str | None = None,
                     error: str | None = None, ms: int = 1500) -> ModelResult:
     """What the model agent answers for `job` with the scripted models (same rules, no broker)."""

@@ -165,7 +165,7 @@ class Step:
         self.structured: Extraction | None = None
         # Events that follow the step's `data-om-status` (see `emit_after_status`).
         self._after_status: list[tuple[type, object, datetime, Cycle | None]] = []
-        # Lifecycle hook calls, one start and one end per cycle: (name, cycle) -> index in `hooks`.
+        # Lifecycle hook calls, one start and one end per cycle: (phase, cycle id) -> index in `hooks`.
         self.hooks: list[HookCall] = []
         self._hooked: dict[tuple[str, str], int] = {}
 

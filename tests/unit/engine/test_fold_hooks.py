@@ -7,7 +7,7 @@ from datetime import timedelta
 from omstream.engine.fold import fold, new_state
 from omstream.schemas.control import ObserveRequested
 from omstream.schemas.jobs import ModelJob, ModelResult, Usage
-from tests.helpers import T0, engine, fold_inputs, message, scripted_result
+from tests.helpers import T0, engine, fold_inputs, message, scripted_result, until_a_job
 from tests.unit.engine.resource_helpers import Memory, resource_engine, say
 
 METADATA = {"litellm": {"provider": "scripted", "cost": 0.25}}
@@ -31,14 +31,9 @@ def usage(calls_made: int) -> dict:
 
 def observing(cfg):
     """Messages up to a blocking observation: (state, its job, the fold that started it)."""
-    state = new_state("thread:t1", "t1", "u1")
-    for i in range(20):
-        started = fold(state, message(i), cfg)
-        state = started.state
-        if started.jobs:
-            [job] = started.jobs
-            return state, job, started
-    raise AssertionError("no observation started")
+    state, started = until_a_job(cfg)
+    [job] = started.jobs
+    return state, job, started
 
 
 def test_an_observation_calls_its_start_hook_when_it_starts_and_its_end_hook_with_the_spend():

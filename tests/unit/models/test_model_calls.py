@@ -324,8 +324,7 @@ def test_each_entry_of_a_model_list_is_called_with_its_own_retries_settings_opti
 
 
 def test_a_model_list_with_its_own_options_reaches_the_job_and_its_hash():
-    from omstream.engine.fold import fold, new_state
-    from tests.helpers import engine, message
+    from tests.helpers import engine, until_a_job
 
     plain = engine(300, observation={"model": [{"model": "scripted/observer"}, {"model": "scripted/observer-b"}]})
     own = engine(300, observation={"model": [{"model": "scripted/observer", "id": "a", "maxRetries": 0},
@@ -333,13 +332,7 @@ def test_a_model_list_with_its_own_options_reaches_the_job_and_its_hash():
                                              {"model": "scripted/observer-c", "headers": {"x": "y"}}]})
 
     def first_job(config):
-        state = new_state("thread:t1", "t1", "u1")
-        for i in range(20):
-            out = fold(state, message(i), config)
-            state = out.state
-            if out.jobs:
-                return out.jobs[0]
-        raise AssertionError("no job")
+        return until_a_job(config)[1].jobs[0]
 
     old = first_job(plain)
     assert old.models is None and old.fallbacks == ("scripted/observer-b",)  # hashed as it always was
