@@ -16,13 +16,14 @@ from pathlib import Path
 from omstream.conversations.simulation import run
 from omstream.engine.prompting.groups import parse_groups
 from omstream.engine.prompting.sections import section_bodies, shown_thread_id
+from omstream.engine.rules.tokens import get_counter
 from omstream.schemas.config import load_om_config
 from omstream.settings import read_config_file
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CONVERSATION = EXAMPLES / "two-threads.jsonl"
 CONFIG = EXAMPLES / "resource.toml"
-DIGEST = "116c2b7df34925caa91efda42463ea81e34c7213618d8c2ff7334ecfda0b4e31"
+DIGEST = "a4ad07e1ac5f7c6cc8afd6149eb5dc80d49beb9bed81b92b15911749048bc6bd"
 
 
 def _simulate(out: Path) -> tuple[dict, list[dict]]:
@@ -47,6 +48,16 @@ def test_two_threads_of_one_resource_simulate_into_one_memory(tmp_path):
     assert summary["modelCalls"]["reflector"] >= 1
     observed = [i for e in events if e["type"] == "data-om-observation-end" for i in e["data"]["observedMessageIds"]]
     assert len(observed) == len(set(observed))
+    # Each thread's end reports the cycle's new observations, all threads together (1.31.0's
+    # resource strategy, `cycleObservationTokens`): the same figure in every end of a cycle.
+    count = get_counter(load_om_config(read_config_file(CONFIG)).token_counter).count
+    ends: dict[str, list[dict]] = {}
+    for e in events:
+        if e["type"] == "data-om-observation-end" and e["data"]["operationType"] == "observation":
+            ends.setdefault(e["data"]["cycleId"], []).append(e["data"])
+    assert any(len(each) == 2 for each in ends.values())
+    for each in ends.values():
+        assert {d["observationTokens"] for d in each} == {sum(count(d["observations"] or "") for d in each)}
     _, again = _simulate(tmp_path / "b.jsonl")
     digest = hashlib.sha256((tmp_path / "a.jsonl").read_bytes()).hexdigest()
     print(f"{len(events)} events, sha256 {digest}, {json.dumps(summary['modelCalls'])}")

@@ -225,12 +225,26 @@ def resource_batch_result(step: Step, cycle: Cycle, batch: int, result: ModelRes
     duration = max(max(0, round((a.completed_at - a.started_at).total_seconds() * 1000))
                    for a in answers if a is not None)
     done = step.now(cycle.started_at + timedelta(milliseconds=duration))
-    committed = False
+    read = []
     for n, threads in enumerate(cycle.batches):
-        answer = answers[n]
-        assert answer is not None
+        answered = answers[n]
+        assert answered is not None
         followup = cycle.batch_followups[n] if cycle.batch_followups else None
-        committed |= _commit_batch(step, cycle, threads, answer, followup, done, duration)
+        read.append((threads, _batch_answers(step, cycle, threads, answered, followup)))
+    # Every thread's end event reports the whole cycle's new observations, as the original's
+    # resource strategy does (its `cycleObservationTokens`).
+    cycle_tokens = sum(step.config.counter.count(_thread_text(step, cycle, thread, told.output.observations))
+                       for _, each in read if not isinstance(each, str) for thread, told, _, _ in each)
+    committed = False
+    for threads, each in read:
+        if isinstance(each, str):
+            for thread in threads:
+                fail_thread(step, cycle, thread, each, done, duration)
+            continue
+        for thread, told, found, corrected in each:
+            _commit_thread(step, cycle, thread, told, found, done, duration, corrected=corrected,
+                           cycle_tokens=cycle_tokens)
+        step.observations_changed = committed = True
     if committed:
         step.update(cycles_completed=step.state.cycles_completed + 1, pending_message_tokens=0)
     else:
@@ -248,27 +262,25 @@ def _read(step: Step, threads: tuple[str, ...], result: ModelResult) -> dict[str
                                step.state.observations)
 
 
-def _commit_batch(step: Step, cycle: Cycle, threads: tuple[str, ...], result: ModelResult,
-                  followup: ModelResult | None, done: datetime, duration: int) -> bool:
-    """Commit one batch's answer, thread by thread; False if it failed (its messages wait)."""
+def _batch_answers(step: Step, cycle: Cycle, threads: tuple[str, ...], result: ModelResult,
+                   followup: ModelResult | None) -> list[tuple[str, ThreadAnswer, Extraction, int]] | str:
+    """One batch's answer, thread by thread: (thread, its answer with its dates checked, its
+    extractors' values, the lines corrected); the error when the batch failed (its messages wait)."""
     parsed = _read(step, threads, result)
     if isinstance(parsed, str):
-        for thread in threads:
-            fail_thread(step, cycle, thread, parsed, done, duration)
-        return False
+        return parsed
     obscure = step.config.resolved.obscure_thread_ids
+    out = []
     for thread in threads:
-        shown = shown_thread_id(thread, obscure)
-        answer = parsed.get(shown) or ThreadAnswer(ObserverOutput(""))
+        answer = parsed.get(shown_thread_id(thread, obscure)) or ThreadAnswer(ObserverOutput(""))
         # Each thread's dates and times held to that thread's own messages.
         checked = check_messages(answer.output.observations, _thread_messages(step, cycle, thread),
                                  step.config.om.time_zone)
         answer = replace(answer, output=replace(answer.output, observations=checked.text))
         found = (thread_extraction(step, thread, result, followup, answer.output.observations)
                  if len(threads) == 1 else Extraction())
-        _commit_thread(step, cycle, thread, answer, found, done, duration, corrected=checked.count)
-    step.observations_changed = True
-    return True
+        out.append((thread, answer, found, checked.count))
+    return out
 
 
 def fail_thread(step: Step, cycle: Cycle, thread: str, error: str, done: datetime, duration: int) -> None:
@@ -288,8 +300,14 @@ def _thread_messages(step: Step, cycle: Cycle, thread: str) -> tuple[PendingMess
     return tuple(m for m in state.pending if m.id in covered and thread_of(m, state) == thread)
 
 
+def _thread_text(step: Step, cycle: Cycle, thread: str, observations: str) -> str:
+    """A thread's new observations as its section of the log takes them (grouped with retrieval)."""
+    return grouped(step.config.resolved.retrieval is not None, step.state.memory_key,
+                   thread_cycle(cycle.cycle_id, thread), _thread_messages(step, cycle, thread), observations)
+
+
 def _commit_thread(step: Step, cycle: Cycle, thread: str, answer: ThreadAnswer, found: Extraction,
-                   done: datetime, duration: int, *, corrected: int = 0) -> None:
+                   done: datetime, duration: int, *, corrected: int = 0, cycle_tokens: int = 0) -> None:
     """Merge one thread's observations into the log and retire the messages they cover.  A
     thread the answer left out is observed with no new text (spec §7.5): its messages leave
     the window all the same, as the original's do."""
@@ -299,8 +317,7 @@ def _commit_thread(step: Step, cycle: Cycle, thread: str, answer: ThreadAnswer, 
     if not mine:
         return
     newest = max(m.created_at for m in mine)
-    text = grouped(config.resolved.retrieval is not None, state.memory_key, thread_cycle(cycle.cycle_id, thread),
-                   mine, parsed.observations)
+    text = _thread_text(step, cycle, thread, parsed.observations)
     observations = state.observations
     if text:
         shown = shown_thread_id(thread, config.resolved.obscure_thread_ids)
@@ -320,7 +337,7 @@ def _commit_thread(step: Step, cycle: Cycle, thread: str, answer: ThreadAnswer, 
     step.emit(ObservationEnd, ObservationEndData(
         cycle_id=cycle.cycle_id, operation_type="observation", completed_at=done,
         duration_ms=duration, tokens_observed=thread_tokens(mine),
-        observation_tokens=config.counter.count(text), observations=text or None,
+        observation_tokens=cycle_tokens, observations=text or None,
         current_task=parsed.current_task, suggested_response=parsed.suggested_response,
         record_id=step.record_id, thread_id=thread,
         observed_message_ids=tuple(m.id for m in mine), cursor=iso(cursor), generation=state.generation,
