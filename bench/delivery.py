@@ -94,7 +94,9 @@ def faust_worker(bootstrap: str, records: int, data: str) -> None:
                       file=sys.__stdout__, flush=True)
                 os._exit(0)
 
-    sys.argv = [sys.argv[0], "worker", "--loglevel", "warn"]
+    # Faust's `worker` command starts its web server whatever `web_enabled` says (on 0.0.0.0:6066:
+    # two of these benches at once collided there); the bench serves nothing.
+    sys.argv = [sys.argv[0], "worker", "--loglevel", "warn", "--without-web"]
     app.main()
 
 
