@@ -235,16 +235,24 @@ def resource_batch_result(step: Step, cycle: Cycle, batch: int, result: ModelRes
     # resource strategy does (its `cycleObservationTokens`).
     cycle_tokens = sum(step.config.counter.count(_thread_text(step, cycle, thread, told.output.observations))
                        for _, each in read if not isinstance(each, str) for thread, told, _, _ in each)
-    committed = False
+    committed, ends = False, []
     for threads, each in read:
         if isinstance(each, str):
             for thread in threads:
                 fail_thread(step, cycle, thread, each, done, duration)
             continue
         for thread, told, found, corrected in each:
-            _commit_thread(step, cycle, thread, told, found, done, duration, corrected=corrected,
-                           cycle_tokens=cycle_tokens)
+            end = _commit_thread(step, cycle, thread, told, found, done, duration, corrected=corrected,
+                                 cycle_tokens=cycle_tokens)
+            if end is not None:
+                ends.append((thread, *end))
         step.observations_changed = committed = True
+    # As the original's resource strategy: the threads' title changes once all are committed,
+    # then their end events.
+    for thread, _, values in ends:
+        _retitle(step, cycle, thread, values, done)
+    for thread, data, _ in ends:
+        step.emit(ObservationEnd, data, done, thread_id=thread, cycle=cycle)
     if committed:
         step.update(cycles_completed=step.state.cycles_completed + 1, pending_message_tokens=0)
     else:
@@ -307,15 +315,17 @@ def _thread_text(step: Step, cycle: Cycle, thread: str, observations: str) -> st
 
 
 def _commit_thread(step: Step, cycle: Cycle, thread: str, answer: ThreadAnswer, found: Extraction,
-                   done: datetime, duration: int, *, corrected: int = 0, cycle_tokens: int = 0) -> None:
-    """Merge one thread's observations into the log and retire the messages they cover.  A
-    thread the answer left out is observed with no new text (spec §7.5): its messages leave
-    the window all the same, as the original's do."""
+                   done: datetime, duration: int, *, corrected: int = 0,
+                   cycle_tokens: int = 0) -> tuple[ObservationEndData, dict[str, Any]] | None:
+    """Merge one thread's observations into the log and retire the messages they cover; the
+    thread's end event and its extractors' values, for the caller to emit.  A thread the answer
+    left out is observed with no new text (spec §7.5): its messages leave the window all the
+    same, as the original's do."""
     state, config = step.state, step.config
     parsed = answer.output
     mine = _thread_messages(step, cycle, thread)
     if not mine:
-        return
+        return None
     newest = max(m.created_at for m in mine)
     text = _thread_text(step, cycle, thread, parsed.observations)
     observations = state.observations
@@ -334,7 +344,7 @@ def _commit_thread(step: Step, cycle: Cycle, thread: str, answer: ThreadAnswer, 
     values = dict(found.values)
     if answer.title and config.resolved.observation.thread_title:
         values[THREAD_TITLE] = answer.title
-    step.emit(ObservationEnd, ObservationEndData(
+    return ObservationEndData(
         cycle_id=cycle.cycle_id, operation_type="observation", completed_at=done,
         duration_ms=duration, tokens_observed=thread_tokens(mine),
         observation_tokens=cycle_tokens, observations=text or None,
@@ -342,8 +352,7 @@ def _commit_thread(step: Step, cycle: Cycle, thread: str, answer: ThreadAnswer, 
         record_id=step.record_id, thread_id=thread,
         observed_message_ids=tuple(m.id for m in mine), cursor=iso(cursor), generation=state.generation,
         times_corrected=corrected or None, **extraction_fields(Extraction(values, found.failures)),
-    ), done, thread_id=thread, cycle=cycle)
-    _retitle(step, cycle, thread, values, done)  # after the end event, as in thread scope
+    ), values
 
 
 def _retitle(step: Step, cycle: Cycle, thread: str, values: dict[str, Any] | None, done: datetime) -> None:

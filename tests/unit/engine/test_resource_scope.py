@@ -313,6 +313,10 @@ def test_thread_titles_are_proposed_per_thread_and_kept_unless_pinned():
     assert f"- prior thread-title of thread {shown_thread_id(A, True)}: {first_words}" in later
     ends = [e for e in memory.of_type("data-om-observation-end") if e.thread_id == A]
     assert ends[0].data.extracted_values == {"thread-title": first_words}
+    # As 1.31.0's resource strategy: a cycle's title changes come before its threads' end events.
+    titled = next(e for e in memory.of_type("data-om-thread-update") if e.data.thread_id == A)
+    cycle_ends = [e.seq for e in memory.of_type("data-om-observation-end") if e.data.cycle_id == titled.data.cycle_id]
+    assert cycle_ends and titled.seq < min(cycle_ends)
 
 
 def test_a_message_id_used_by_another_thread_of_the_resource_is_refused():
