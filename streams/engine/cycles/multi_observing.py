@@ -232,9 +232,9 @@ def resource_batch_result(step: Step, cycle: Cycle, batch: int, result: ModelRes
         followup = cycle.batch_followups[n] if cycle.batch_followups else None
         read.append((threads, _batch_answers(step, cycle, threads, answered, followup)))
     # Every thread's end event reports the whole cycle's new observations, as the original's
-    # resource strategy does (its `cycleObservationTokens`).
-    cycle_tokens = sum(step.config.counter.count(_thread_text(step, cycle, thread, told.output.observations))
-                       for _, each in read if not isinstance(each, str) for thread, told, _, _ in each)
+    # resource strategy does (its `cycleObservationTokens`: the answers' text, before grouping).
+    cycle_tokens = sum(step.config.counter.count(told.output.observations)
+                       for _, each in read if not isinstance(each, str) for _, told, _, _ in each)
     committed, ends = False, []
     for threads, each in read:
         if isinstance(each, str):
