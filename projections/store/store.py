@@ -187,6 +187,11 @@ class ReadModelStore:
             self._db.executemany("DELETE FROM events WHERE memory_key = ? AND seq = ?",
                                  [(memory_key, seq) for seq in seqs])
 
+    def replace_event(self, memory_key: str, seq: int, value: bytes) -> None:
+        """The event at `seq` rewritten (a deleted thread's text cut out of it)."""
+        self._erased = True
+        self._db.execute("UPDATE events SET value = ? WHERE memory_key = ? AND seq = ?", (value, memory_key, seq))
+
     def events_since(self, memory_key: str, seq: int) -> list[tuple[int, int | None, bytes]]:
         """(seq, appended ms, event bytes) of the memory's events after `seq`, in order."""
         return self._db.execute(

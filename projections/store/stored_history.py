@@ -11,7 +11,8 @@ position they belong to.
 The rows keep the events' bytes as read from the topic, sealed in a namespace with a key: `since`
 opens them with the feed's `Opener` and passes over those of a memory (or, in resource scope, a
 thread) whose key was shredded since.  Deleting one thread's rows reads the thread from the clear
-fields, so it needs no key.
+fields, so it needs no key; its sections are cut from the other rows' text where it is clear
+(sealed rows are made unreadable by the shred of the resource's key, which the deletion rolls).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from omstream.crypto.opening import Opener
 from omstream.schemas.codec import decode_event, encode
 
 from ..views.history import EventHistory, HistoryEntry, entry_of
+from ..views.resource_views import without_thread_text
 from .store import ReadModelStore
 
 __all__ = ["StoredHistory", "thread_of"]
@@ -56,8 +58,14 @@ class StoredHistory(EventHistory):
         self.store.forget_events(memory_key)
 
     def _forget_thread(self, memory_key: str, thread_id: str) -> None:
-        self.store.forget_events(memory_key, [seq for seq, _, value in self.store.events_since(memory_key, 0)
-                                              if thread_of(value) == thread_id])
+        rows = self.store.events_since(memory_key, 0)
+        self.store.forget_events(memory_key, [seq for seq, _, value in rows if thread_of(value) == thread_id])
+        for seq, _, value in rows:
+            if thread_of(value) != thread_id:
+                document = orjson.loads(value)
+                cut = without_thread_text(document, thread_id)
+                if cut is not document:
+                    self.store.replace_event(memory_key, seq, orjson.dumps(cut, option=orjson.OPT_SORT_KEYS))
 
     def since(self, memory_key: str, seq: int = 0) -> list[HistoryEntry]:
         entries = []

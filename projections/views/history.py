@@ -10,7 +10,9 @@ slow the projection or the other clients.
 `om-memory-deleted` deletes the memory's history (after it has been handed to the subscribers,
 so a live UI learns of the deletion); the last `seq` is kept, so an event re-sent after a worker
 crash cannot bring the deleted history back.  One thread deleted from a resource memory takes
-its own events only (`resource_views.of_thread`): the other threads' feeds and time travel stay.
+its own events (`resource_views.of_thread`) and its sections out of the memory-wide events' text
+(`resource_views.without_thread_text`: a reflection's log names every thread): the other threads'
+feeds and time travel stay, without a word of the deleted thread at any point of them.
 
 `EventHistory` keeps the events in memory (tests, one-off projections); `StoredHistory`
 (`projections/store/stored_history.py`) keeps them in the read model's store, for `om serve`.  Both
@@ -24,12 +26,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
+from omstream.schemas.codec import decode_event, encode
 from omstream.schemas.parts import DataPart
 
 from .parts import data_part, frame_json
-from .resource_views import of_thread, one_thread_of_resource
+from .resource_views import of_thread, one_thread_of_resource, without_thread_text
 
-__all__ = ["EventHistory", "HistoryEntry", "Subscription", "entry_of"]
+__all__ = ["EventHistory", "HistoryEntry", "Subscription", "entry_of", "without_thread_entry"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,15 @@ def entry_of(event: Any, appended_ms: int | None = None) -> HistoryEntry:
     return HistoryEntry(event.memory_key, event.seq, event.type, part, frame_json(part), appended_ms, event)
 
 
+def without_thread_entry(entry: HistoryEntry, thread_id: str) -> HistoryEntry:
+    """`entry` with the deleted thread's sections cut from its text (`without_thread_text`)."""
+    document = orjson.loads(encode(entry.event))
+    cut = without_thread_text(document, thread_id)
+    if cut is document:
+        return entry
+    return entry_of(decode_event(orjson.dumps(cut)), entry.appended_ms)
+
+
 class EventHistory:
     def __init__(self) -> None:
         self._events: dict[str, list[HistoryEntry]] = {}
@@ -109,7 +123,7 @@ class EventHistory:
         self._events.pop(memory_key, None)
 
     def _forget_thread(self, memory_key: str, thread_id: str) -> None:
-        self._events[memory_key] = [e for e in self._events.get(memory_key, [])
+        self._events[memory_key] = [without_thread_entry(e, thread_id) for e in self._events.get(memory_key, [])
                                     if not of_thread(e.event, thread_id)]
 
     def since(self, memory_key: str, seq: int = 0) -> list[HistoryEntry]:

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from omstream.engine.cycles.thread_deletion import without_thread_sections
 from omstream.engine.prompting.sections import merge_section, shown_thread_id
 from omstream.engine.prompting.transcript import SIGNAL, message_lines, observer_transcript
 from omstream.engine.prompting.window import OTHER_PART_LENGTH
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from .context import ThreadView
 
 __all__ = ["MEMORY_FIELDS", "ResourceRendering", "concerns", "is_resource_key", "merge_thread_observations",
-           "of_thread", "one_thread_of_resource", "other_conversations", "share"]
+           "of_thread", "one_thread_of_resource", "other_conversations", "share", "without_thread_text"]
 
 #: The fields of a thread's view that are its memory's, the same in every thread of a resource.
 MEMORY_FIELDS = ("observations", "generation", "cursor", "in_flight")
@@ -149,6 +150,32 @@ def one_thread_of_resource(event: Any) -> bool:
     """Whether an `om-memory-deleted` deletes one thread of a resource memory (the others stay)."""
     return (is_resource_key(event.memory_key) and event.data.reason == "thread-deleted"
             and event.thread_id is not None)
+
+
+def without_thread_text(document: Any, thread_id: str) -> Any:
+    """`document` (an event as JSON) with every `<thread id>` section of `thread_id` cut out of
+    its strings, as the fold cuts them from the log when the thread is deleted; the document
+    itself when no string held one.  Memory-wide events keep a deleted thread's sections in
+    their text (a reflection's log, an earlier deletion's remaining observations), so the
+    history passes them through this before serving them again.  Both forms of the id are
+    cut, since the history does not know whether the memory obscured it; a sealed string holds
+    no section and stays as it is (its key's shred makes it unreadable instead)."""
+    shown = (shown_thread_id(thread_id, False), shown_thread_id(thread_id, True))
+
+    def cut(value: Any) -> Any:
+        if isinstance(value, str):
+            for thread in shown:
+                if f'<thread id="{thread}">' in value:
+                    value = without_thread_sections(value, thread)
+            return value
+        if isinstance(value, dict):
+            return {k: cut(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [cut(v) for v in value]
+        return value
+
+    cut_document = cut(document)
+    return document if cut_document == document else cut_document
 
 
 def concerns(event: Any, thread_id: str) -> bool:

@@ -267,8 +267,10 @@ def test_a_thread_of_a_resource_and_a_whole_resource_are_shredded(new_env, tmp_p
             for a, b, c, d in zip(conversation("a", "r1", gone_a), conversation("b", "r1", kept_b),
                                   conversation("c", "r2", gone_c), conversation("d", "r3", kept_d)):
                 await client.send_messages([a, b, c, d])
+        # r1 reflected too: its reflections' text holds both threads' sections.
         return await opened.wait_for(lambda es: all(ended(es, t, "observation") >= 1
-                                                    for t in ("a", "b", "c", "d")))
+                                                    for t in ("a", "b", "c", "d"))
+                                     and ended(es, "a", "reflection") + ended(es, "b", "reflection") >= 1)
 
     asyncio.run(converse())
     server = Server(env.settings, tmp_path / "serve.log")
@@ -289,6 +291,11 @@ def test_a_thread_of_a_resource_and_a_whole_resource_are_shredded(new_env, tmp_p
         _, view = asyncio.run(server.get("/threads/b/context"))
         assert kept_b in orjson.dumps(view).decode(), "thread b of r1 is intact"
         assert gone_a not in orjson.dumps(view).decode(), "thread a's text left r1's memory"
+        # Time travel: at no point of r1's history does thread b's window show a word of a.
+        _, now = asyncio.run(server.get("/threads/b/context", asOf=0))
+        for seq in range(1, now["lastSeq"] + 1):
+            _, past = asyncio.run(server.get("/threads/b/context", asOf=seq))
+            assert gone_a not in orjson.dumps(past).decode(), f"thread a's text in b's window as of {seq}"
     finally:
         server.stop()
     for w in env.workers:
