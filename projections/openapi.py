@@ -129,7 +129,7 @@ def _components() -> Schema:
         "threadId": STRING, "messages": _described(COUNT, "Messages the projection holds for the thread."),
         "observed": _described(COUNT, "How many of them are observed (out of the raw window)."),
         "generation": _described(COUNT, "Reflection generation of the memory."),
-        "blocked": _described(BOOLEAN, "A blocking observation is in flight."),
+        "blocked": _described(BOOLEAN, "A blocking cycle is in flight, or the memory holds inputs."),
         "title": _nullable(STRING)})
     event_ref = _object({"seq": COUNT, "type": STRING, "id": STRING, "eventTime": _nullable(STRING)},
                         description="The event the answer is as of.")
@@ -139,7 +139,8 @@ def _components() -> Schema:
         "otherConversations": _described(_nullable(STRING), "In resource scope, the resource's other threads."),
         "generation": COUNT,
         "cursor": _described(_nullable(STRING), "The last observed message's id."),
-        "blocked": BOOLEAN,
+        "blocked": _described(BOOLEAN, "A blocking cycle is in flight, or the memory holds inputs behind a "
+                                       "cycle (see `held`): the window is about to change."),
         "now": _described(_nullable({"type": "string", "format": "date-time"}),
                           "The newest event time of the thread: the window's relative dates are from it."),
         "observations": _described(STRING, "The observation log, as the Actor reads it."),
@@ -150,6 +151,12 @@ def _components() -> Schema:
         "cycles": _described(COUNT, "Observation cycles completed."),
         "lastFailure": _described(_nullable({"type": "object"}),
                                   "The last blocking cycle's failure, until a cycle ends well."),
+        "held": _described(_nullable(_object({
+            "count": _described(COUNT, "Inputs the memory holds (messages, steps, commands)."),
+            "cycleId": _described(_nullable(STRING), "The cycle they wait for."),
+            "since": _described(STRING, "When the memory began holding them (event time)."),
+        }, required=["count", "cycleId", "since"])), "The inputs the memory holds until a cycle ends; a "
+            "reader of `?after=` a held input's position gets this (its message is not in the window yet)."),
         "observedMessageIds": {"type": "array", "items": STRING},
         "messages": _described({"type": "array", "items": _ref("Message")},
                                "The unobserved messages, oldest first."),

@@ -39,6 +39,10 @@ __all__ = [
     "CycleFailedData",
     "Event",
     "EventEnvelope",
+    "InputHeld",
+    "InputHeldData",
+    "InputReleased",
+    "InputReleasedData",
     "MemoryDeleted",
     "MemoryDeletedData",
     "MessageAccepted",
@@ -516,6 +520,50 @@ class MessageAccepted(EventEnvelope):
     """The event's fields (an omstream addition)."""
 
 
+class InputHeldData(WireModel):
+    """The memory holds its inputs behind a cycle in flight (at `blockAfter`, or during a
+    blocking observation or reflection): they are applied, in order, when it ends."""
+
+    cycle_id: str | None = None
+    """The cycle the held inputs wait for. Absent when the state does not say (a state written by
+    an older build)."""
+    held: Count
+    """How many inputs the memory holds now, this one included."""
+    input_type: str | None = None
+    """The held input's kind (`message`, `step-started`, a command's type). Absent when the event
+    marks inputs held again behind the next cycle, right after a release."""
+    message_id: str | None = None
+    """The held message's id. Absent for other inputs."""
+
+
+class InputHeld(EventEnvelope):
+    """An input the memory holds until a cycle ends (an omstream event; with `?after=` the read
+    side learns from it that the position it waits for is held)."""
+
+    type: Literal["om-input-held"] = "om-input-held"
+    """Event kind: always `om-input-held`."""
+    data: InputHeldData
+    """The event's fields (an omstream addition)."""
+
+
+class InputReleasedData(WireModel):
+    """The cycle the held inputs waited for ended: they are applied now (their own events follow)."""
+
+    cycle_id: str | None = None
+    """The cycle that ended. Absent when the state does not say (a state written by an older build)."""
+    released: Count
+    """How many inputs the memory held until now."""
+
+
+class InputReleased(EventEnvelope):
+    """The memory applies the inputs it held (an omstream event)."""
+
+    type: Literal["om-input-released"] = "om-input-released"
+    """Event kind: always `om-input-released`."""
+    data: InputReleasedData
+    """The event's fields (an omstream addition)."""
+
+
 #: Any record of `<ns>.events`, told apart by `type`.
 Event = Annotated[
     Status
@@ -530,7 +578,9 @@ Event = Annotated[
         | ResultIgnored
         | MemoryDeleted
         | TemporalGap
-        | MessageAccepted,
+        | MessageAccepted
+        | InputHeld
+        | InputReleased,
     Field(discriminator="type"),
 ]
 

@@ -304,11 +304,19 @@
       const elapsed = live && c.since ? ` ${seconds(Math.max(Date.now() - c.since, 0))}` : "";
       return el("span", { class: `badge running ${cls}`, "data-kind": c.kind, "data-label": c.label, text: `${c.label}${elapsed}` });
     });
+    // Inputs the memory holds behind a cycle (om-input-held): the agent's next window waits for it.
+    const held = live && S.activity ? S.activity.held : null;
+    if (held) {
+      const label = S.activity.labels[S.activity.labels.length - 1];
+      badges.push(el("span", { class: "badge blocked", "data-kind": "held", "data-label": label,
+        title: `waiting for cycle ${held.cycleId || "?"}`,
+        text: `${label} ${seconds(Math.max(Date.now() - held.sinceMs, 0))}` }));
+    }
     if (!badges.length) badges.push(el("span", { class: "badge idle", "data-label": "idle", text: "idle" }));
     fill($("activity"), badges);
   }
   // The elapsed times tick while something runs.
-  setInterval(() => { if (line.pinned() === null && S.activity && S.activity.running.length) renderActivity(Infinity); }, 200);
+  setInterval(() => { if (line.pinned() === null && S.activity && (S.activity.running.length || S.activity.held)) renderActivity(Infinity); }, 200);
 
   function callout(id, text) {
     const node = $(id);

@@ -30,7 +30,8 @@
   function state(figures) {
     const labels = figures ? figures.labels : [];
     if (!labels.length) return el("span", { class: "badge idle", "data-label": "idle", text: "idle" });
-    return labels.map((text) => el("span", { class: `badge running${text.startsWith("buffering") ? " buffering" : ""}`, "data-label": text, text }));
+    return labels.map((text) => el("span", { class: text.startsWith("holding") ? "badge blocked"
+      : `badge running${text.startsWith("buffering") ? " buffering" : ""}`, "data-label": text, text }));
   }
 
   // Events come in bursts (a step is several); one refresh per burst is enough.

@@ -56,6 +56,7 @@ def encode_head(view: ThreadView) -> bytes:
         "lastActivation": None if activation is None else
         [activation[0], _time(activation[1]), activation[2]],
         "lastFailure": view.last_failure,
+        "held": view.held,
         "clock": _time(view.clock),
     })
 
@@ -125,6 +126,7 @@ def decode_view(thread_id: str, head: bytes, observations: str, messages: Iterab
         last_activation=None if activation is None else
         (activation[0], _untime(activation[1]), activation[2]),
         last_failure=h["lastFailure"],
+        held=h.get("held"),  # absent from rows written before holds were told
         clock=_untime(h["clock"]),
         time_zone=time_zone,
     )

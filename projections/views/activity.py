@@ -9,6 +9,9 @@ said `buffering`, a 2.5-minute call showed 8 s on a page opened late, and the ca
 0 chunks` after the buffer had ended.  Here each figure is derived once, from the feed's kept
 events, and both pages show the answer (`dashboard.py`, `GET /dashboard/activity`):
 
+- `held`: the inputs the memory holds behind a cycle (`om-input-held` to `om-input-released`),
+  their count, the cycle and since when (append time); the pages show it as a `holding N
+  inputs` badge beside the cycles;
 - `running`: the cycles started and not yet ended or failed (blocking and background), each
   with its `label` (what the pages print) and `startedMs`, the Kafka append time of its start
   event: when the worker wrote it, on the wall clock.  Event times are the inputs' own clock (a
@@ -30,7 +33,7 @@ from typing import Any
 
 from .history import EventHistory, HistoryEntry
 
-__all__ = ["ActivityIndex", "MemoryActivity", "label_of"]
+__all__ = ["ActivityIndex", "MemoryActivity", "held_label", "label_of"]
 
 _STARTS = {"data-om-observation-start": "blocking", "data-om-buffering-start": "buffering"}
 _ENDS = frozenset({"data-om-observation-end", "data-om-observation-failed", "data-om-buffering-end",
@@ -43,6 +46,11 @@ _LABELS = {("blocking", "observation"): "observing", ("blocking", "reflection"):
 def label_of(kind: str, operation: str) -> str:
     """What the pages print for a cycle in flight: `observing`, `buffering observations`, ..."""
     return _LABELS[(kind, operation)]
+
+
+def held_label(count: int) -> str:
+    """What the pages print while the memory holds inputs behind a cycle: `holding 2 inputs`."""
+    return f"holding {count} input{'s' if count != 1 else ''}"
 
 
 def _empty_buffered() -> dict[str, Any]:
@@ -59,6 +67,7 @@ class MemoryActivity:
     running: dict[str, dict[str, Any]] = field(default_factory=dict)  # cycle id -> the cycle
     buffered: dict[str, Any] = field(default_factory=_empty_buffered)
     status_seq: int | None = None  # the status the buffered figures start from
+    held: dict[str, Any] | None = None  # the inputs held behind a cycle: count, cycleId, sinceMs
 
     def apply(self, entry: HistoryEntry) -> None:
         self.seq = entry.seq
@@ -73,6 +82,11 @@ class MemoryActivity:
                 "startedMs": entry.appended_ms, "seq": entry.seq}
         elif kind in _ENDS:
             self.running.pop(data.cycle_id, None)
+        elif kind == "om-input-held":
+            since = self.held["sinceMs"] if self.held else entry.appended_ms
+            self.held = {"count": data.held, "cycleId": data.cycle_id, "sinceMs": since}
+        elif kind == "om-input-released":
+            self.held = None
         if kind == "data-om-status":
             self.buffered = data.windows.buffered.wire()
             self.status_seq = entry.seq
@@ -114,7 +128,10 @@ class MemoryActivity:
                          else "complete" if obs["chunks"] else "idle")
         refl["status"] = ("running" if ("buffering", "reflection") in in_flight
                           else "complete" if refl["status"] != "idle" and refl["observationTokens"] else "idle")
-        return {"seq": self.seq, "labels": [c["label"] for c in running], "running": running,
+        labels = [c["label"] for c in running]
+        if self.held:
+            labels.append(held_label(self.held["count"]))
+        return {"seq": self.seq, "labels": labels, "running": running, "held": self.held,
                 "buffered": buffered, "statusSeq": self.status_seq}
 
 

@@ -113,7 +113,8 @@ CONTINUATION = f"<system-reminder>{CONTINUATION_HINT}</system-reminder>"
 CONTINUATION_ID = "om-continuation"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: The events that change what every thread of a resource memory shares (`resource_views`).
-_MEMORY_WIDE = (e.ObservationStart, e.ObservationEnd, e.ObservationFailed, e.Activation)
+_MEMORY_WIDE = (e.ObservationStart, e.ObservationEnd, e.ObservationFailed, e.Activation, e.InputHeld,
+                e.InputReleased)
 _OTHER_CONVERSATIONS = (
     "The following content is from OTHER conversations different from the current conversation, "
     "they're here for reference,  but they're not necessarily your focus:\n"
@@ -256,6 +257,9 @@ class ThreadView:
     last_activation: tuple[int, Any, str | None] | None = None
     # The last blocking cycle's failure, until a cycle ends well (`lastFailure` of the snapshot).
     last_failure: dict[str, Any] | None = None
+    # The inputs the memory holds behind a cycle, as `om-input-held` last told it (`held` of the
+    # snapshot): {"count", "cycleId", "since"}; None when it holds none.
+    held: dict[str, Any] | None = None
     # The newest event time seen for this thread: the window's "now".
     clock: datetime | None = None
     # The zone the observer's calendar dates were written in (the transcript's zone).
@@ -265,7 +269,9 @@ class ThreadView:
 
     @property
     def blocked(self) -> bool:
-        return bool(self.in_flight)
+        """A blocking cycle is in flight, or the memory holds inputs (behind a buffer at
+        `blockAfter`, which is a background cycle on the events): the window is about to change."""
+        return bool(self.in_flight) or self.held is not None
 
     @property
     def resource_id(self) -> str | None:
@@ -308,6 +314,7 @@ class ThreadView:
             "workingMemory": self.extracted.get("working-memory"),
             "cycles": self.cycles,
             "lastFailure": self.last_failure,
+            "held": self.held,
             "observedMessageIds": sorted(self.observed),
             "messages": [m.wire() for m in raw],
             "chat": window.chat(),
@@ -512,6 +519,13 @@ class ContextProjection:
             view.observations = data.observations or ""
             view.generation = data.generation_count
 
+    def _input_held(self, view: ThreadView, event: e.InputHeld) -> None:
+        since = view.held["since"] if view.held is not None else iso(event.event_time)
+        view.held = {"count": event.data.held, "cycleId": event.data.cycle_id, "since": since}
+
+    def _input_released(self, view: ThreadView, event: e.InputReleased) -> None:
+        view.held = None
+
     def _temporal_gap(self, view: ThreadView, event: e.TemporalGap) -> None:
         view.messages.setdefault(event.data.marker_id, temporal_gap_message(event))
 
@@ -546,6 +560,8 @@ _APPLY: dict[type[e.EventEnvelope], Callable[[ContextProjection, ThreadView, Any
     e.ObservationEnd: ContextProjection._observation_end,
     e.Activation: ContextProjection._activation,
     e.TemporalGap: ContextProjection._temporal_gap,
+    e.InputHeld: ContextProjection._input_held,
+    e.InputReleased: ContextProjection._input_released,
 }
 
 

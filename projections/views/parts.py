@@ -8,11 +8,12 @@
                data-om-thread-update           `om-thread-title` (the current title)
                om-message-accepted             the message id
                om-temporal-gap                 the reminder's id (`data.markerId`)
-               om-result-ignored, om-memory-deleted
+               om-result-ignored, om-memory-deleted, om-input-held, om-input-released
                                                the event id (unique)
     transient  true for status (a new one every step), accepted messages (the chat already
-               holds them) and ignored results (diagnostics): the AI SDK hands them to `onData`
-               and keeps them out of the message's parts; false for the rest, which a UI keeps.
+               holds them), ignored results (diagnostics) and holds and releases (a state of
+               the moment, like the status): the AI SDK hands them to `onData` and keeps them
+               out of the message's parts; false for the rest, which a UI keeps.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from omstream.schemas.parts import DataPart, part_type
 
 __all__ = ["TRANSIENT", "data_part", "event_type", "frame_json", "part_type"]
 
-TRANSIENT = frozenset({"data-om-status", "om-message-accepted", "om-result-ignored"})
+TRANSIENT = frozenset({"data-om-status", "om-message-accepted", "om-result-ignored", "om-input-held",
+                       "om-input-released"})
 _FIXED_IDS = {"data-om-status": "om-status", "data-om-thread-update": "om-thread-title"}
 
 
@@ -50,7 +52,7 @@ def part_id(event: Any) -> str:
         return str(data.message.id)
     if event.type == "om-temporal-gap":
         return str(data.marker_id)
-    if event.type in ("om-result-ignored", "om-memory-deleted"):
+    if event.type in ("om-result-ignored", "om-memory-deleted", "om-input-held", "om-input-released"):
         return str(event.event_id)
     return str(data.cycle_id)
 

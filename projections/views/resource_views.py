@@ -42,7 +42,7 @@ __all__ = ["MEMORY_FIELDS", "ResourceRendering", "concerns", "is_resource_key", 
            "of_thread", "one_thread_of_resource", "other_conversations", "share", "without_thread_text"]
 
 #: The fields of a thread's view that are its memory's, the same in every thread of a resource.
-MEMORY_FIELDS = ("observations", "generation", "cursor", "in_flight")
+MEMORY_FIELDS = ("observations", "generation", "cursor", "in_flight", "held")
 
 
 

@@ -38,6 +38,10 @@ from omstream.schemas.control import (
     TurnEnded,
 )
 from omstream.schemas.events import (
+    InputHeld,
+    InputHeldData,
+    InputReleased,
+    InputReleasedData,
     MemoryDeleted,
     MemoryDeletedData,
     MessageAccepted,
@@ -205,14 +209,48 @@ def _already_applied(step: Step, command: object) -> bool:
     return False
 
 
+def _awaited(state: MemoryState) -> str | None:
+    """The cycle the memory's held inputs wait for."""
+    cycle = state.in_flight or state.buffering or state.reflection_buffering
+    return cycle.cycle_id if cycle is not None else None
+
+
 def _hold(step: Step, event: Input) -> None:
+    """Keep `event` until the cycle in flight ends, and say so: a reader waiting for it (`?after=`)
+    learns that it is held, and behind what."""
     if isinstance(event, Message) and _is_duplicate(step, event):
         return
-    step.update(held=(*step.state.held, event.wire()))
+    state = step.state
+    step.update(held=(*state.held, event.wire()), held_for=_awaited(state))
+    if step.config.settled:
+        return  # a settled version holds every input behind any job: when depends on the model
+    thread = getattr(event, "thread_id", None)
+    step.emit(InputHeld, InputHeldData(
+        cycle_id=step.state.held_for, held=len(step.state.held), input_type=event.type,
+        message_id=event.id if isinstance(event, Message) else None,
+    ), _hold_time(step), thread_id=thread)
+
+
+def _hold_time(step: Step) -> datetime:
+    """The time of a hold or release event: the memory's clock, which a held input does not
+    move (its own time counts once it is applied, as if it had arrived then)."""
+    at = step.state.clock
+    assert at is not None, "a memory that holds inputs has a cycle in flight, begun at some time"
+    return at
 
 
 def _release_held(step: Step) -> None:
-    """Fold the inputs held during a cycle, until one holds them again."""
+    """Fold the inputs held during a cycle, until one holds them again (then the rest are held
+    behind that cycle, and an `om-input-held` says so)."""
+    if step.state.held and _busy(step.state, step.config):
+        _held_behind(step)  # the cycle ended and its check started the next one at once
+        return
+    if not step.state.held:
+        return
+    state = step.state
+    if not step.config.settled:
+        step.emit(InputReleased, InputReleasedData(cycle_id=state.held_for, released=len(state.held)),
+                  _hold_time(step))
     while step.state.held and not _busy(step.state, step.config):
         raw, rest = step.state.held[0], step.state.held[1:]
         step.update(held=rest)
@@ -221,6 +259,19 @@ def _release_held(step: Step) -> None:
             _on_message(step, event, released=True)
         else:
             _handle(step, event)
+    if step.state.held:
+        _held_behind(step)
+    else:
+        step.update(held_for=None)
+
+
+def _held_behind(step: Step) -> None:
+    """The held inputs wait for another cycle than the one named last: say which."""
+    awaited = _awaited(step.state)
+    if awaited != step.state.held_for:
+        step.update(held_for=awaited)
+        if not step.config.settled:
+            step.emit(InputHeld, InputHeldData(cycle_id=awaited, held=len(step.state.held)), _hold_time(step))
 
 
 # --- messages ---------------------------------------------------------------------------------

@@ -230,6 +230,7 @@ class MemoryState(_Frozen):
     seen: Annotated[Seen, BeforeValidator(_as_seen)] = Field(default_factory=Seen, exclude=True)
     in_flight: Cycle | None = None
     held: tuple[dict[str, Any], ...] = ()  # inputs that arrived while a blocking cycle was in flight
+    held_for: str | None = None  # the cycle they wait for (`om-input-held`, `om-input-released`)
     blocked_since: datetime | None = None  # log time the blocking cycle in flight began
     answered: tuple[str, ...] = ()  # the latest cycles whose model answer was applied
     parked: tuple[dict[str, Any], ...] = ()  # always empty since the one input log; kept so stored states load

@@ -244,6 +244,24 @@ def test_the_dashboard_follows_a_memory_live_and_its_timeline_shows_an_earlier_w
                 await expect(page.locator("#asof-banner")).to_be_hidden()
                 await expect(page.locator("#messages li[data-id]")).to_have_count(live_raw)
                 await expect(page.locator("#observations .obs-date").first).to_be_visible()
+
+                # 7. A turn far past blockAfter: its step blocks on a cycle (6 s), the reply and
+                # the turn's end are held behind it; both pages show it, until the release.
+                big, reply = message(40, thread=THREAD, words=700), message(41, thread=THREAD, words=20)
+                await client.send_message(big)
+                await client.step_started(THREAD, step_number=0, at=big.created_at, after_message_id=big.id)
+                await client.send_message(reply)
+                await client.turn_ended(THREAD, at=reply.created_at, after_message_id=reply.id)
+                events = await watcher.wait_for(lambda evs: any(
+                    e.memory_key == KEY and e.type == "om-input-held" and e.data.held == 2 for e in evs))
+                holding = page.locator('#activity .badge[data-kind="held"]')
+                await expect(holding).to_have_text(re.compile(r"^holding [12] inputs? \d+\.\d s$"), timeout=WAIT_MS)
+                await expect(listing.locator(f'tr[data-thread="{THREAD}"] td.state .badge.blocked')).to_have_attribute(
+                    "data-label", re.compile(r"^holding [12] inputs?$"), timeout=WAIT_MS)
+                await page.screenshot(path=shots / "held.png")
+                await watcher.wait_for(lambda evs: any(
+                    e.memory_key == KEY and e.type == "om-input-released" for e in evs), timeout=120)
+                await expect(holding).to_have_count(0, timeout=WAIT_MS)
                 await browser.close()
                 return (first_tokens, now_tokens, now_observations, first.seq, len(accepted), then_tokens, live_raw,
                         live_seconds)

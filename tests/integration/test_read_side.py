@@ -114,3 +114,43 @@ def test_an_agent_reads_every_observation_its_step_triggered(new_env, tmp_path):
         # and the window shows nothing the step's cycles covered as raw
         assert not {m["id"] for m in context["messages"]} & set(context["observedMessageIds"])
     assert triggered >= 3, (triggered, env.logs())
+
+
+def test_a_reader_after_a_held_message_is_told_it_is_held(new_env, tmp_path):
+    """A message that arrives while a blocking observation runs (a slow model: 5 s) is held
+    until the cycle ends.  A reader `after` its position is answered at once, told that the
+    memory holds it (and behind which cycle), not left waiting; once the cycle ends the message
+    is in the window and nothing is held."""
+    from tests.integration.options import om_options
+
+    env = new_env(options=om_options(observation={"messageTokens": 300, "bufferTokens": False,
+                                                  "modelSettings": {"latencyMs": 5000}}))
+    env.start_worker()
+    conversation = [message(i, thread="held", words=70) for i in range(6)]
+
+    async def scenario():
+        server = Server(env.settings, tmp_path / "serve.log")
+        try:
+            await server.ready()
+            async with OmClient(env.settings) as client, EventWatcher(env.settings) as watcher:
+                for m in conversation[:-1]:
+                    await client.send_message(m)
+                await watcher.wait_for(lambda evs: any(e.type == "data-om-observation-start" for e in evs))
+                position = await client.send_message(conversation[-1])
+                early = await client.context("held", after=position, wait=1, base_url=server.url)
+                later = await client.context("held", after=position, wait=60, base_url=server.url)
+        finally:
+            server.stop()
+        return early, later, await events(env.settings)
+
+    early, later, log = asyncio.run(scenario())
+    starts = [e.data.cycle_id for e in log if e.type == "data-om-observation-start"]
+    [held] = [e for e in log if e.type == "om-input-held" and e.data.message_id == conversation[-1].id]
+    assert held.data.cycle_id in starts and held.data.input_type == "message"
+    assert early["stale"] is False and early["blocked"] is True, early
+    assert early["held"] == {"count": held.data.held, "cycleId": held.data.cycle_id, "since": early["held"]["since"]}
+    assert conversation[-1].id not in {m["id"] for m in early["messages"]}
+    assert later["held"] is None, later
+    assert conversation[-1].id in {m["id"] for m in later["messages"]} | set(later["observedMessageIds"])
+    [released] = [e for e in log if e.type == "om-input-released" and e.data.cycle_id == held.data.cycle_id]
+    assert released.data.released >= held.data.held

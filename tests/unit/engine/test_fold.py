@@ -46,18 +46,26 @@ def test_threshold_starts_a_blocking_observation_and_the_result_commits_it():
 def test_messages_arriving_during_a_cycle_are_held_then_folded_in_order():
     config = engine(500)
     state, _, jobs, _ = run([message(i) for i in range(6)], config)
+    clock = state.clock
     for i in range(6, 9):
-        held = fold(state, message(i), config)
-        assert held.events == ()  # announced when folded, not when held
+        held = fold(state, message(i, words=60) if i < 8 else message(i).model_copy(
+            update={"created_at": message(i).created_at + timedelta(hours=3)}), config)
+        # Accepted when folded, not when held; the hold itself is told, with what it waits for.
+        [event] = held.events
+        assert event.type == "om-input-held" and event.data.cycle_id == jobs[0].cycle_id
+        assert (event.data.held, event.data.input_type, event.data.message_id) == (i - 5, "message", f"t1-m{i}")
+        assert event.event_time == clock and held.state.clock == clock  # a held input moves no clock
         state = held.state
     assert [h["id"] for h in state.held] == ["t1-m6", "t1-m7", "t1-m8"]
     out = fold(state, scripted_result(jobs[0]), config)
-    assert out.state.held == ()
+    assert out.state.held == () and out.state.held_for is None
     assert out.state.pending_ids == ("t1-m6", "t1-m7", "t1-m8")
     accepted = [e for e in out.events if e.type == "om-message-accepted"]
     assert [e.data.message.id for e in accepted] == ["t1-m6", "t1-m7", "t1-m8"]
     end = next(e for e in out.events if e.type == "data-om-observation-end")
-    assert end.seq < accepted[0].seq  # after the cycle that held them, in order
+    [released] = [e for e in out.events if e.type == "om-input-released"]
+    assert (released.data.cycle_id, released.data.released) == (jobs[0].cycle_id, 3)
+    assert end.seq < released.seq < accepted[0].seq  # after the cycle that held them, in order
 
 
 def test_second_boundary_is_appended_after_a_message_boundary_line():

@@ -114,11 +114,13 @@ def test_block_after_waits_for_the_buffer_in_flight_then_observes_the_rest():
     assert loop.state.in_flight is not None and loop.state.in_flight.kind == "buffer"
     # The check waits: no status until the buffer is back (the message is accepted, though).
     assert [e.type for e in out.events] == ["om-message-accepted"]
-    loop(message(2, words=10))  # held
+    held = loop(message(2, words=10))  # held, behind the buffer the check waits for
     assert len(loop.state.held) == 1
+    assert [(e.type, e.data.cycle_id) for e in held.events] == [("om-input-held", loop.state.in_flight.cycle_id)]
     loop.settle()
-    assert loop.types()[:5] == ["buffering-start", "buffering-end", "activation", "observation-start",
-                                "observation-end"]
+    # The buffer's end activates it and its check observes the rest at once: the input waits on.
+    assert loop.types()[:8] == ["buffering-start", "om-input-held", "buffering-end", "activation",
+                                "observation-start", "om-input-held", "observation-end", "om-input-released"]
     assert [m.id for m in loop.state.pending] == ["t1-m2"]  # folded after the blocking cycle
     assert loop.state.held == () and loop.state.in_flight is None
 

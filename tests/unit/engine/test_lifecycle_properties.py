@@ -112,3 +112,27 @@ def test_cursor_monotonic_chunks_survive_reflection_and_tokens_counted_once(scri
 def test_folding_the_same_inputs_twice_gives_identical_logs(script):
     first, second = run(script), run(script)
     assert first[1] == second[1] and first[0] == second[0]
+
+
+@settings(max_examples=80, deadline=None)
+@given(actions)
+def test_the_held_events_tell_every_hold_and_its_release(script):
+    """A reader that follows the events alone knows how many inputs the memory holds, and the
+    cycle they wait for, after every fold: `om-input-held` counts them, `om-input-released`
+    empties the count, and the events name the cycle the state says."""
+    _, _, trace, _ = run(script)
+    told = 0
+    for _, out, _ in trace:
+        for e in out.events:
+            if e.type == "om-input-held":
+                assert e.data.held >= 1
+                told = e.data.held
+            elif e.type == "om-input-released":
+                assert e.data.released == told
+                told = 0
+        assert told == len(out.state.held)
+        if out.state.held:
+            awaited = out.state.in_flight or out.state.buffering or out.state.reflection_buffering
+            assert out.state.held_for == awaited.cycle_id
+        else:
+            assert out.state.held_for is None

@@ -58,7 +58,10 @@ def test_each_seq_shows_what_the_events_up_to_it_say():
         assert answer["asOf"] == seq and answer["lastSeq"] == len(events)
         starts = {e.data.cycle_id for e in upto if e.type == "data-om-observation-start"}
         done = {e.data.cycle_id for e in upto if e.type in ("data-om-observation-end", "data-om-observation-failed")}
-        assert answer["blocked"] == bool(starts - done), seq
+        holds = [e for e in upto if e.type in ("om-input-held", "om-input-released")]
+        holding = bool(holds) and holds[-1].type == "om-input-held"
+        assert answer["blocked"] == (bool(starts - done) or holding), seq
+        assert (answer["held"] is not None) == holding, seq
         statuses = [e for e in upto if e.type == "data-om-status"]
         expected = statuses[-1].data.windows.wire() if statuses else None
         assert answer["windows"] == expected

@@ -331,6 +331,9 @@ VALID: dict[str, dict[str, Any]] = {
         "contents": "3 hours later — 03/03/2025, 12:00 PM UTC"}},
     "om-memory-deleted.json": {**ENVELOPE, "type": "om-memory-deleted",
                                "data": {"reason": "thread-deleted", "generationCount": 2}},
+    "om-input-held.json": {**ENVELOPE, "type": "om-input-held", "inputOffset": 41, "inputLast": True, "data": {
+        "cycleId": "b1", "held": 2, "inputType": "message", "messageId": "m9"}},
+    "om-input-released.json": {**ENVELOPE, "type": "om-input-released", "data": {"cycleId": "b1", "released": 2}},
     "data-part.json": {"type": "data-om-activation", "id": "b1", "data": {"cycleId": "b1"}, "transient": False},
     # As the worker writes it (`omstream.pipeline.folding.refuse`): the record's key, null when it had none.
     "dead-letter.json": {"type": "dead-letter", "code": "wrong-key", "reason": "record key must be the memory key",
