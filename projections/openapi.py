@@ -130,6 +130,7 @@ def _components() -> Schema:
         "observed": _described(COUNT, "How many of them are observed (out of the raw window)."),
         "generation": _described(COUNT, "Reflection generation of the memory."),
         "blocked": _described(BOOLEAN, "A blocking cycle is in flight, or the memory holds inputs."),
+        "held": _described(COUNT, "Inputs the memory holds until a cycle ends (0 when none)."),
         "title": _nullable(STRING)})
     event_ref = _object({"seq": COUNT, "type": STRING, "id": STRING, "eventTime": _nullable(STRING)},
                         description="The event the answer is as of.")

@@ -57,7 +57,8 @@ def thread_routes(feed_of: Callable[[web.Request], Awaitable[ProjectionFeed]]) -
         grant = grant_of(request)
         return web.json_response({"threads": [
             {"threadId": v.thread_id, "messages": len(v.messages), "observed": len(v.observed),
-             "generation": v.generation, "blocked": v.blocked, "title": v.title}
+             "generation": v.generation, "blocked": v.blocked, "held": v.held["count"] if v.held else 0,
+             "title": v.title}
             for v in feed.projection.threads.values() if grant is None or grant.may_read(v.resource_id)
         ]})
 

@@ -221,6 +221,7 @@ class MemoryState(_Frozen):
     thread_id: str
     resource_id: str | None = None
     seq: int = 0
+    notices: int = 0  # the seqs taken by notices (held and released inputs): ids count the others
     generation: int = 0
     observations: str = ""
     observation_tokens: int = 0

@@ -15,6 +15,8 @@ from omstream.schemas.events import (
     BufferingFailed,
     BufferingStart,
     EventEnvelope,
+    InputHeld,
+    InputReleased,
     MarkerConfig,
     ObservationEnd,
     ObservationFailed,
@@ -145,6 +147,8 @@ class Folded:
     hooks: tuple[HookCall, ...] = ()
 
 
+#: Events that take a seq but no id of the memory's count (`ids`): they tell when inputs waited.
+_NOTICES = (InputHeld, InputReleased)
 _STARTS = (ObservationStart, BufferingStart)
 _ENDS = (ObservationEnd, BufferingEnd, ObservationFailed, BufferingFailed)
 _FAILURES = (ObservationFailed, BufferingFailed)
@@ -190,11 +194,14 @@ class Step:
         """Emit an event; a cycle's start, end or failure names the `cycle`, for its hooks."""
         seq = self.state.seq + 1
         key = self.state.memory_key
+        notice = cls in _NOTICES
+        notices = self.state.notices + notice
+        event_id = ids.notice_id(key, seq) if notice else ids.event_id(key, seq - notices)
         self.events.append(cls(
-            event_id=ids.event_id(key, seq), memory_key=key, thread_id=thread_id or self.thread_id,
+            event_id=event_id, memory_key=key, thread_id=thread_id or self.thread_id,
             seq=seq, event_time=at, data=data,
         ))
-        self.update(seq=seq)
+        self.update(seq=seq, notices=notices)
         if cycle is not None:
             self._hook(cls, data, cycle)
 
@@ -252,7 +259,8 @@ class Step:
     def next_cycle_id(self) -> str:
         """The id of the cycle whose start event comes next; events promised for after the
         status count too, so two cycles started in one step never share an id."""
-        return ids.cycle_id(self.state.memory_key, self.state.seq + 1 + len(self._after_status))
+        return ids.cycle_id(self.state.memory_key,
+                            self.state.seq - self.state.notices + 1 + len(self._after_status))
 
     @property
     def record_id(self) -> str:

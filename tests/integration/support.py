@@ -55,6 +55,24 @@ async def final_states(settings) -> dict[str, dict]:
             for key, state in states_of(latest).items()}
 
 
+#: The events that tell when a memory held inputs behind a cycle: two runs of the same input
+#: differ there (it depends on when each model answered) and only there; they take a seq but no
+#: id of the memory's count (`omstream.engine.ids`).
+NOTICES = ("om-input-held", "om-input-released")
+
+
+def decided(events: list) -> list:
+    """The events but the notices: what the memory decided, the same in every run of its input."""
+    return [e for e in events if e.type not in NOTICES]
+
+
+def decided_state(state: dict) -> dict:
+    """A final state as two runs of the same input must agree on it: its `seq` counts the events
+    the memory decided (not the notices, whose number depends on when the models answered)."""
+    rest = {k: v for k, v in state.items() if k != "notices"}
+    return {**rest, "seq": state.get("seq", 0) - state.get("notices", 0)}
+
+
 def expected_cycles(messages, counter, threshold: int) -> int:
     """An independent oracle: blocking cycles fire whenever the unobserved total reaches the threshold."""
     from omstream.engine.rules.tokens import count_message, count_messages

@@ -32,7 +32,7 @@ from omstream.schemas.jobs import ModelResult
 from omstream.schemas.messages import Message
 from tests.helpers import T0, text_of
 from tests.integration.options import om_options
-from tests.integration.support import EventWatcher, read_all
+from tests.integration.support import EventWatcher, decided, read_all
 
 pytestmark = pytest.mark.integration
 
@@ -185,12 +185,12 @@ TIME_FIELDS = frozenset({"startedAt", "completedAt", "durationMs"})
 
 
 def without_holds(events: list) -> tuple[list, Callable[[Any], dict]]:
-    """The live events but the holds, and what to compare of an event: its `substance`, without
-    the ids a seq makes (`seq`, `eventId`, `cycleId`) when holds took some seqs."""
-    kept = [e for e in events if not e.type.startswith("om-input-")]
+    """The live events but the holds (`support.NOTICES`), and what to compare of an event: its
+    `substance`, without its `seq` when holds took some seqs (its ids count only the others)."""
+    kept = decided(events)
     if len(kept) == len(events):
         return kept, substance
-    return kept, lambda e: {k: v for k, v in substance(e).items() if k not in ("seq", "eventId", "cycleId")}
+    return kept, lambda e: {k: v for k, v in substance(e).items() if k != "seq"}
 
 
 def substance(event) -> dict:

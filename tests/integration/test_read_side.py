@@ -138,18 +138,21 @@ def test_a_reader_after_a_held_message_is_told_it_is_held(new_env, tmp_path):
                 await watcher.wait_for(lambda evs: any(e.type == "data-om-observation-start" for e in evs))
                 position = await client.send_message(conversation[-1])
                 early = await client.context("held", after=position, wait=1, base_url=server.url)
+                _, listed = await server.get("/threads")
                 later = await client.context("held", after=position, wait=60, base_url=server.url)
         finally:
             server.stop()
-        return early, later, await events(env.settings)
+        return early, listed, later, await events(env.settings)
 
-    early, later, log = asyncio.run(scenario())
+    early, listed, later, log = asyncio.run(scenario())
     starts = [e.data.cycle_id for e in log if e.type == "data-om-observation-start"]
     [held] = [e for e in log if e.type == "om-input-held" and e.data.message_id == conversation[-1].id]
     assert held.data.cycle_id in starts and held.data.input_type == "message"
     assert early["stale"] is False and early["blocked"] is True, early
     assert early["held"] == {"count": held.data.held, "cycleId": held.data.cycle_id, "since": early["held"]["since"]}
     assert conversation[-1].id not in {m["id"] for m in early["messages"]}
+    [row] = listed["threads"]  # the threads' list says it too
+    assert row["blocked"] is True and row["held"] >= 1, row
     assert later["held"] is None, later
     assert conversation[-1].id in {m["id"] for m in later["messages"]} | set(later["observedMessageIds"])
     [released] = [e for e in log if e.type == "om-input-released" and e.data.cycle_id == held.data.cycle_id]

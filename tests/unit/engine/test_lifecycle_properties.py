@@ -136,3 +136,52 @@ def test_the_held_events_tell_every_hold_and_its_release(script):
             assert out.state.held_for == awaited.cycle_id
         else:
             assert out.state.held_for is None
+
+
+# Blocking cycles only: whatever arrives during one is held, so when a model answers can change
+# what the memory tells (its holds), never what it decides.
+BLOCKING = engine(300, reflection={"observationTokens": 200})
+timings = st.lists(st.one_of(
+    st.tuples(st.just("message"), st.integers(5, 140)),
+    st.tuples(st.just("step"), st.integers(0, 2)),
+    st.tuples(st.just("deliver"), st.integers(0, 5)),
+), min_size=1, max_size=60)
+
+
+def decided_run(script, *, at_once: bool) -> list[dict]:
+    """The events of `script` but the notices and their seqs; every job answered as soon as it is
+    sent (`at_once`) or when the script says."""
+    state = new_state("thread:t1", "t1", "u1")
+    events, queue, count = [], [], 0
+
+    def apply(item):
+        nonlocal state
+        out = fold(state, item, BLOCKING)
+        state = out.state
+        events.extend(out.events)
+        queue.extend(out.jobs)
+        while at_once and queue:
+            apply(scripted_result(queue.pop(0)))
+
+    for action in script:
+        if action[0] == "message":
+            apply(message(count, words=action[1]))
+            count += 1
+        elif action[0] == "step" and count:
+            apply(StepStarted(thread_id="t1", step_number=action[1], after_message_id=f"t1-m{count - 1}",
+                              at=message(count - 1).created_at + timedelta(seconds=1)))
+        elif action[0] == "deliver" and queue and not at_once:
+            apply(scripted_result(queue.pop(action[1] % len(queue))))
+    while queue:
+        apply(scripted_result(queue.pop(0)))
+    return [{k: v for k, v in e.model_dump(mode="json").items() if k != "seq"}
+            for e in events if e.type not in ("om-input-held", "om-input-released")]
+
+
+@settings(max_examples=80, deadline=None)
+@given(timings)
+def test_when_the_models_answer_changes_the_notices_only(script):
+    """Ids and decisions are the same whether every answer came at once or late behind held
+    inputs: the notices take seqs, not the ids the memory's events and cycles count."""
+    late, at_once = decided_run(script, at_once=False), decided_run(script, at_once=True)
+    assert late == at_once
