@@ -1,16 +1,13 @@
 """The `observationalMemory` options: every §2 rule refused at load with the option and a fix,
-the derived numbers of §2.1, durations, slugs, model routing, and `om config check`."""
+the derived numbers of §2.1, durations and model routing.  Extractors and references are in
+test_config_extractors.py, `om config check` in test_config_check.py."""
 
 from __future__ import annotations
-
-import asyncio
-import json
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from omstream.cli import main
 from omstream.engine.rules.resolution import resolve
 from omstream.engine.rules.thresholds import (
     resolve_activation_ratio,
@@ -26,10 +23,8 @@ from omstream.schemas.config import (
     OmConfigError,
     check_om_config,
     load_om_config,
-    load_reference,
     model_name,
     model_supports_temperature,
-    slugify,
 )
 from omstream.schemas.durations import parse_activate_after_idle, parse_duration_ms
 
@@ -532,108 +527,6 @@ def test_idle_activation_inheritance():
     assert zero.activate_after_idle is not False and resolve(zero).observation.activate_after_idle == 0
 
 
-# --- extractors and references --------------------------------------------------------------------
-@pytest.mark.parametrize(("name", "slug"), [
-    ("User profile", "user-profile"), ("  User   Profile!! ", "user-profile"), ("user's mood", "users-mood"),
-    ('the "best" `one`', "the-best-one"), ("Task -- list", "task-list"), ("ÜberTopic", "bertopic"),
-    ("a", "a"), ("v2 notes", "v2-notes"), ("2nd", "2nd"), ("!!!", ""), ("Working Memory", "working-memory"),
-])
-def test_slugify(name, slug):
-    assert slugify(name) == slug
-
-
-def test_extractor_defaults():
-    om = load_om_config({"reflection": {"extract": [
-        {"name": "Open questions", "instructions": "list them"},
-        {"name": "Plan", "instructions": "x", "metadataKeyPath": False, "schema": "pydantic:BaseModel"}]}})
-    first, second = om.reflection.extract
-    assert first.slug == "open-questions" and first.key_path == "extracted.open-questions"
-    assert first.include_previous_extraction and first.kind == "inline"
-    assert second.key_path is None and second.kind == "structured"
-    assert second.load_schema().__name__ == "BaseModel"
-
-
-def test_hooks_are_references_loaded_on_demand():
-    hooks = {"onObservationStart": "json:dumps", "onReflectionEnd": "no_such_module_x:f"}
-    om = load_om_config({"hooks": hooks})
-    assert om.hooks.references() == hooks
-    with pytest.raises(ValueError, match="cannot import 'no_such_module_x'"):
-        om.hooks.load()
-    assert load_reference("json:dumps") is json.dumps
-    with pytest.raises(ValueError, match="check the name after the colon"):
-        load_reference("json:nope")
-    with pytest.raises(ValueError, match="is not a function"):
-        load_om_config({"hooks": {"onObservationEnd": "json:__name__"}}).hooks.load()
-
-
-# --- om config check ------------------------------------------------------------------------------
-def run_check(tmp_path, name: str, text: str, capsys) -> tuple[int, str, str]:
-    path = tmp_path / name
-    path.write_text(text)
-    code = main(["config", "check", str(path)])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_config_check_json_prints_resolved_values(tmp_path, capsys):
-    text = json.dumps({"observationalMemory": {"model": "default"}})
-    code, out, err = run_check(tmp_path, "om.json", text, capsys)
-    assert code == 0 and err == ""
-    resolved = json.loads(out)
-    assert resolved["observation"]["bufferTokens"] == 6000
-    assert resolved["observation"]["blockAfter"] == 36_000
-    assert resolved["reflection"]["bufferStart"] == 20_000
-    assert resolved["observation"]["model"]["settings"]["maxOutputTokens"] == 100_000
-
-
-def test_config_check_toml_settings_file(tmp_path, capsys):
-    text = ("[omstream]\nnamespace = 'x'\n\n[observationalMemory]\nscope = 'thread'\n\n"
-            "[observationalMemory.observation]\nmessageTokens = 5000\nbufferTokens = false\n"
-            "[observationalMemory.observation.model.upTo]\n10000 = 'a/small'\n")
-    code, out, _ = run_check(tmp_path, "om.toml", text, capsys)
-    assert code == 0
-    resolved = json.loads(out)
-    assert resolved["scope"] == "thread" and resolved["asyncBuffering"] is False
-    assert resolved["observation"]["model"]["routing"] == "by-input-tokens"
-
-
-def test_config_check_yaml_bare_options_and_booleans(tmp_path, capsys):
-    code, out, _ = run_check(tmp_path, "om.yaml", "observation:\n  message_tokens: 8000\n", capsys)
-    assert code == 0 and json.loads(out)["observation"]["bufferTokens"] == 1600
-    code, out, _ = run_check(tmp_path, "off.yaml", "false\n", capsys)
-    assert code == 0 and json.loads(out)["enabled"] is False
-    code, out, _ = run_check(tmp_path, "on.json", "true", capsys)
-    assert code == 0 and json.loads(out)["observation"]["model"]["name"] == DEFAULT_MODEL
-
-
-def test_config_check_reports_every_error_and_exits_1(tmp_path, capsys):
-    text = json.dumps({"observation": {"blockAfter": 0.5, "messageTokens": "x"}, "scope": "everywhere"})
-    code, out, err = run_check(tmp_path, "bad.json", text, capsys)
-    assert code == 1 and out == ""
-    lines = err.strip().splitlines()
-    assert len(lines) == 3
-    assert any(line.startswith("observation.blockAfter: ") and "such as 1.2" in line for line in lines)
-    assert any(line.startswith("observation.messageTokens: ") for line in lines)
-    assert any(line.startswith("scope: ") for line in lines)
-
-
-def test_config_check_rule_error_and_unreadable_files(tmp_path, capsys):
-    code, _, err = run_check(tmp_path, "rule.yaml", "shareTokenBudget: true\n", capsys)
-    assert code == 1 and err.startswith("shareTokenBudget: ")
-    code, _, err = run_check(tmp_path, "broken.toml", "observation = [\n", capsys)
-    assert code == 1 and "broken.toml" in err
-    code, _, err = run_check(tmp_path, "om.ini", "x", capsys)
-    assert code == 1 and ".toml" in err
-    assert main(["config", "check", str(tmp_path / "missing.json")]) == 1
-
-
-def test_config_check_help(capsys):
-    with pytest.raises(SystemExit) as caught:
-        main(["config", "check", "--help"])
-    assert caught.value.code == 0
-    assert "resolved" in capsys.readouterr().out
-
-
 def test_every_option_of_a_model_list_entry_is_accepted():
     entry = {"model": "a/b", "id": "primary", "maxRetries": 1, "modelSettings": {"temperature": 0.1},
              "providerOptions": {"openai": {"reasoningEffort": "low"}}, "headers": {"x-route": "eu"}}
@@ -654,44 +547,3 @@ def test_every_option_of_a_model_list_entry_is_accepted():
 ])
 def test_resource_scope_and_its_options_are_accepted(options):
     assert check_om_config(options) == ()
-
-
-# --- extractor functions run inside the fold: an async one is refused at load -------------------
-async def async_on_extracted(context):
-    return context["current"]
-
-
-class AsyncCallable:
-    async def __call__(self, context):
-        return context["current"]
-
-
-def plain_on_extracted(context):
-    return context["current"]
-
-
-@pytest.mark.parametrize("function", [async_on_extracted, AsyncCallable()])
-def test_an_async_extractor_function_given_from_python_is_refused_with_the_reason(function):
-    with pytest.raises(ValueError, match="onExtracted: .* is an async function; .* make it a plain `def`"):
-        load_om_config({"observation": {"extract": [{"name": "Mood", "instructions": "the mood",
-                                                     "onExtracted": function}]}})
-    with pytest.raises(ValueError, match="instructions: .* is an async function"):
-        load_om_config({"observation": {"extract": [{"name": "Mood", "instructions": function}]}})
-    load_om_config({"observation": {"extract": [{"name": "Mood", "instructions": "the mood",
-                                                 "onExtracted": plain_on_extracted}]}})
-
-
-def test_an_async_extractor_reference_stops_the_simulator_before_any_fold():
-    # Named in a file, the function is only imported by the process that runs the fold: the worker
-    # at start, `om replay`, and the simulator, which crashed with a TypeError in the fold before.
-    from omstream.conversations.simulation import simulate
-    from omstream.engine.rules.extraction import import_references
-
-    om = load_om_config({"observation": {"extract": [{"name": "Mood", "instructions": "the mood",
-                         "onExtracted": f"{__name__}:async_on_extracted"}]}})
-    with pytest.raises(ValueError, match=r"observation.extract\[0\].onExtracted: .* is an async function"):
-        import_references(om)
-    with pytest.raises(ValueError, match="is an async function"):
-        asyncio.run(simulate([], om))
-    import_references(load_om_config({"observation": {"extract": [{
-        "name": "Mood", "instructions": "the mood", "onExtracted": f"{__name__}:plain_on_extracted"}]}}))
