@@ -53,6 +53,7 @@ from .store.stored_history import StoredHistory
 from .views.context import ContextProjection
 from .views.history import EventHistory
 from .views.resource_views import ResourceRendering
+from .views.working_memory import WorkingMemoryRendering
 
 __all__ = ["ProjectionFeed"]
 
@@ -72,7 +73,7 @@ class ProjectionFeed:
         self.opener = Opener(sealer or PLAIN)
         self.projection = projection or ContextProjection(
             time_zone=settings.om.time_zone, retrieval=resolve(settings.om).retrieval,
-            resource=ResourceRendering.of(settings.om))
+            resource=ResourceRendering.of(settings.om), working_memory=WorkingMemoryRendering.of(settings.om))
         self.store = store
         # Every memory's events, for the live feed (projections/http/sse.py).
         self._stored = None if store is None else StoredHistory(store, {}, self.opener)

@@ -148,7 +148,13 @@ def _components() -> Schema:
         "currentTask": _nullable(STRING), "suggestedResponse": _nullable(STRING),
         "extractedValues": _described({"type": "object"}, "The latest value of each extractor, by slug."),
         "title": _nullable(STRING),
-        "workingMemory": _described({}, "The `working-memory` extractor's value, when there is one."),
+        "workingMemory": _described({}, "The working-memory document (markdown, or a JSON object with "
+                                        "`workingMemory.schema`), when there is one."),
+        "stateSignals": _described({"type": "array", "items": _object({
+            "id": _described(STRING, "`working-memory`."),
+            "cacheKey": _described(STRING, "A hash of the document: it changes only when the document does."),
+            "content": _described(STRING, "What the agent reads (the chat has it as a user message)."),
+        })}, "With `workingMemory.useStateSignals`: the working-memory document, out of the system messages."),
         "cycles": _described(COUNT, "Observation cycles completed."),
         "lastFailure": _described(_nullable({"type": "object"}),
                                   "The last blocking cycle's failure, until a cycle ends well."),

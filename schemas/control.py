@@ -16,7 +16,7 @@ timeout, say) is applied once.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -36,6 +36,7 @@ __all__ = [
     "ThreadDeleted",
     "ThreadPatched",
     "TurnEnded",
+    "WorkingMemorySet",
 ]
 
 
@@ -162,6 +163,18 @@ class ResourceDeleted(ControlRecord):
     """The resource (user) whose threads are all forgotten."""
 
 
+class WorkingMemorySet(ControlRecord):
+    """The agent's new working-memory document (its `updateWorkingMemory` / `setWorkingMemory`
+    tool): the whole document, replacing the one the memory keeps.  Refused unless the memory
+    keeps one for the agent (`workingMemory.enabled`, `workingMemory.agentManaged`)."""
+
+    type: Literal["working-memory-set"] = "working-memory-set"
+    """Record kind: always `working-memory-set`."""
+    working_memory: str | dict[str, Any]
+    """The document: markdown (after `workingMemory.template`), or a JSON object when
+    `workingMemory.schema` is set."""
+
+
 #: Any agent-loop marker or command of `<ns>.log`, told apart by `type`.
 Control = Annotated[
     StepStarted
@@ -171,6 +184,7 @@ Control = Annotated[
         | ConfigOverridden
         | ThreadPatched
         | ThreadDeleted
-        | ResourceDeleted,
+        | ResourceDeleted
+        | WorkingMemorySet,
     Field(discriminator="type"),
 ]

@@ -49,6 +49,8 @@ __all__ = [
     "MessageAcceptedData",
     "TemporalGap",
     "TemporalGapData",
+    "WorkingMemoryUpdated",
+    "WorkingMemoryUpdatedData",
     "ExtractionFailure",
     "MarkerConfig",
     "ObservationEnd",
@@ -520,6 +522,25 @@ class MessageAccepted(EventEnvelope):
     """The event's fields (an omstream addition)."""
 
 
+class WorkingMemoryUpdatedData(WireModel):
+    """The agent wrote the working-memory document (`working-memory-set`)."""
+
+    working_memory: str | dict[str, Any]
+    """The whole document as it is now."""
+    request_id: str | None = None
+    """The command's `requestId`, when it had one."""
+
+
+class WorkingMemoryUpdated(EventEnvelope):
+    """The memory's working-memory document, as the agent wrote it (an omstream event; the
+    Observer's updates come in `extractedValues["working-memory"]` of its end events)."""
+
+    type: Literal["om-working-memory-updated"] = "om-working-memory-updated"
+    """Event kind: always `om-working-memory-updated`."""
+    data: WorkingMemoryUpdatedData
+    """The event's fields (an omstream addition)."""
+
+
 class InputHeldData(WireModel):
     """The memory holds its inputs behind a cycle in flight (at `blockAfter`, or during a
     blocking observation or reflection): they are applied, in order, when it ends."""
@@ -580,7 +601,8 @@ Event = Annotated[
         | TemporalGap
         | MessageAccepted
         | InputHeld
-        | InputReleased,
+        | InputReleased
+        | WorkingMemoryUpdated,
     Field(discriminator="type"),
 ]
 

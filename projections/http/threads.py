@@ -40,7 +40,7 @@ def as_of(feed: ProjectionFeed, thread_id: str, raw_seq: str) -> dict[str, Any]:
     key = feed.memory_of(thread_id)
     answer = None if key is None else context_as_of(
         feed.history, key, thread_id, seq, feed.projection.time_zone, feed.projection.retrieval,
-        resource=feed.projection.resource)
+        resource=feed.projection.resource, working_memory=feed.projection.working_memory)
     if answer is None:
         raise api_error(404, "unknown-thread", f"unknown thread {thread_id!r}")
     return answer

@@ -23,6 +23,7 @@ from omstream.schemas.base import iso
 from .context import ContextProjection, ThreadView
 from .history import EventHistory, HistoryEntry
 from .resource_views import ResourceRendering
+from .working_memory import WorkingMemoryRendering
 
 __all__ = ["context_as_of", "fold_until", "parse_seq"]
 
@@ -43,10 +44,12 @@ Folded = tuple[ContextProjection, HistoryEntry | None, dict[str, Any] | None]
 
 def fold_until(entries: Iterable[HistoryEntry], seq: int, time_zone: str | tzinfo = "UTC",
                retrieval: ResolvedRetrieval | None = None, *,
-               resource: ResourceRendering = ResourceRendering()) -> Folded:
+               resource: ResourceRendering = ResourceRendering(),
+               working_memory: WorkingMemoryRendering | None = None) -> Folded:
     """The projection of the entries up to `seq` (included), the last entry applied, and the
     token windows of the last `data-om-status` among them (None before the first)."""
-    projection = ContextProjection(time_zone=time_zone, retrieval=retrieval, resource=resource)
+    projection = ContextProjection(time_zone=time_zone, retrieval=retrieval, resource=resource,
+                                   working_memory=working_memory)
     last: HistoryEntry | None = None
     windows: dict[str, Any] | None = None
     for entry in entries:
@@ -61,7 +64,8 @@ def fold_until(entries: Iterable[HistoryEntry], seq: int, time_zone: str | tzinf
 
 def context_as_of(history: EventHistory, memory_key: str, thread_id: str, seq: int,
                   time_zone: str | tzinfo = "UTC", retrieval: ResolvedRetrieval | None = None, *,
-                  resource: ResourceRendering = ResourceRendering()) -> dict[str, Any] | None:
+                  resource: ResourceRendering = ResourceRendering(),
+                  working_memory: WorkingMemoryRendering | None = None) -> dict[str, Any] | None:
     """The thread's context answer as of the memory's event `seq`, with `asOf` (the seq of the
     last event applied, at most `seq`), `lastSeq` (the memory's newest), `event` (what that
     event was) and `windows` (the token windows as of then).  None when the memory has no
@@ -69,13 +73,15 @@ def context_as_of(history: EventHistory, memory_key: str, thread_id: str, seq: i
     entries = history.since(memory_key, 0)
     if not entries:
         return None
-    projection, last, windows = fold_until(entries, seq, time_zone, retrieval, resource=resource)
+    projection, last, windows = fold_until(entries, seq, time_zone, retrieval, resource=resource,
+                                           working_memory=working_memory)
     # Before its first event (or before its first message, in resource scope) the thread had
     # an empty memory: an empty view says so rather than a 404 for a thread that exists now.
     if thread_id in projection.threads:
         snapshot = projection.snapshot(thread_id)
     else:
-        snapshot = ThreadView(thread_id, memory_key=memory_key, time_zone=time_zone, retrieval=retrieval).snapshot()
+        snapshot = ThreadView(thread_id, memory_key=memory_key, time_zone=time_zone, retrieval=retrieval,
+                              working_memory=working_memory).snapshot()
     return {
         **snapshot,
         "stale": False,

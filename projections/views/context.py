@@ -33,21 +33,15 @@ window; callers may pass an explicit `now` instead.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo
 
-import orjson
-
-from omstream.engine.prompting.groups import render_groups
-from omstream.engine.prompting.observations import append_observations, continue_chunk, split_chunks
+from omstream.engine.prompting.observations import append_observations, continue_chunk
 from omstream.engine.rules.resolution import ResolvedRetrieval
-from omstream.projections.recall.instructions import recall_instructions
 from omstream.projections.views.chat import ChatMessage, chat_messages
-from omstream.projections.views.dates import add_relative_time_to_observations
 from omstream.projections.views.resource_views import (
     ResourceRendering,
     is_resource_key,
@@ -56,9 +50,27 @@ from omstream.projections.views.resource_views import (
     other_conversations,
     share,
 )
+from omstream.projections.views.working_memory import (
+    WorkingMemoryRendering,
+    state_signal,
+)
 from omstream.schemas import events as e
 from omstream.schemas.base import iso
+from omstream.schemas.config.extractors import WORKING_MEMORY_SLUG
 from omstream.schemas.messages import Message
+
+from .system_messages import (
+    CONTINUATION,
+    CONTINUATION_HINT,
+    CONTINUATION_ID,
+    INSTRUCTIONS,
+    PREAMBLE,
+    build_context_system_messages,
+    continuation_message,
+    observation_context_chunks,
+    optimize_observations_for_context,
+    other_conversations_block,
+)
 
 __all__ = [
     "CONTINUATION",
@@ -78,139 +90,9 @@ __all__ = [
     "other_conversations_block",
 ]
 
-#: Exact (spec §10).
-PREAMBLE = "The following observations block contains your memory of past conversations with this user."
-INSTRUCTIONS = (
-    "IMPORTANT: when you answer, draw on the specific details in these observations rather than "
-    "generic advice. Personalise your reply and, when you recommend something, tie it to what the "
-    "user has told you or done before.\n\n"
-    "KNOWLEDGE UPDATES: facts change over time. When observations disagree, trust the most recent "
-    "one: a newer observation replaces an older one on the same subject. Watch for wording that "
-    "signals a change, such as \"will start\", \"is switching to\", \"changed to\" or \"moved to\".\n\n"
-    "PLANNED ACTIONS: an observation may record something the user planned to do. If the date of "
-    "that plan is now in the past, assume it happened unless a later observation says otherwise.\n\n"
-    "MOST RECENT USER INPUT: the user's latest message is the strongest signal of what they want "
-    "now; give it priority over everything recorded here.\n\n"
-    "SYSTEM REMINDERS: text inside <system-reminder> tags is guidance for you from the system. "
-    "Follow it, but never quote or mention it to the user.\n\n"
-    # omstream's own rule (the original has none): a small reader otherwise answers a question
-    # about something never said with the nearest fact it holds, often another person's.
-    "WHAT YOU DO NOT KNOW: these observations and the messages after them are all you remember. "
-    "If the user asks about something they do not record, or that they record about a different "
-    "person, thing or time than the one asked about, say that it was not mentioned; never fill the "
-    "gap with a similar fact or a guess."
-)
-CONTINUATION_HINT = (
-    "This conversation is already under way: the messages before this point were condensed into "
-    "your memory observations above. Carry on naturally and answer the user's latest message; treat "
-    "the earlier context as background. Pick up unfinished work only where that helps the user, and "
-    "if a suggested response is given, follow it in your own words. Never mention memory, "
-    "observations, summaries or missing messages, and do not greet the user as if this were a new "
-    "conversation. Messages after this reminder are newer and take priority."
-)
-#: The continuation message's text, wrapped as the original sends it.
-CONTINUATION = f"<system-reminder>{CONTINUATION_HINT}</system-reminder>"
-CONTINUATION_ID = "om-continuation"
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: The events that change what every thread of a resource memory shares (`resource_views`).
 _MEMORY_WIDE = (e.ObservationStart, e.ObservationEnd, e.ObservationFailed, e.Activation, e.InputHeld,
                 e.InputReleased)
-_OTHER_CONVERSATIONS = (
-    "The following content is from OTHER conversations different from the current conversation, "
-    "they're here for reference,  but they're not necessarily your focus:\n"
-    "START_OTHER_CONVERSATIONS_BLOCK\n{}\nEND_OTHER_CONVERSATIONS_BLOCK"
-)
-
-
-# --- the observation text as the actor reads it ----------------------------------------------
-_ANCHOR_IDS = re.compile(r"(^|\n)([^\S\n]*)\[(O\d+(?:-N\d+)?)\][^\S\n]*")
-_MEDIUM_LOW = re.compile(r"[🟡🟢]\s*")
-# `[labels]` go; `[N items collapsed …]` and markdown link text `[x](url)` stay.
-_BRACKET_LABEL = re.compile(r"\[(?![\d\s]*items collapsed)[^\]]+\](?!\()")
-_ARROW = re.compile(r"\s*->\s*")
-_SPACES = re.compile(r"  +")
-_BLANK_LINES = re.compile(r"\n{3,}")
-
-
-def optimize_observations_for_context(observations: str) -> str:
-    """The log with what only the observer and reflector need taken out (spec §10): anchor ids
-    `[O1]`/`[O1-N2]`, the 🟡/🟢 priorities (🔴 and ✅ stay), `[label]` tags, `->` arrows, runs
-    of spaces and of blank lines."""
-    text = _ANCHOR_IDS.sub(r"\1\2", observations) if observations else observations
-    text = _MEDIUM_LOW.sub("", text)
-    text = _BRACKET_LABEL.sub("", text)
-    text = _ARROW.sub(" ", text)
-    text = _SPACES.sub(" ", text)
-    text = _BLANK_LINES.sub("\n\n", text)
-    return text.strip()
-
-
-def observation_context_chunks(observations: str, now: datetime | None = None,
-                               zone: tzinfo = UTC, *, groups: bool = False) -> list[str]:
-    """The transformed log split at its message boundaries, one string per chunk.
-
-    The transform runs over the whole text before the split, so a gap marker between the last
-    date of one chunk and the first of the next opens the later chunk (older chunks do not
-    change when a chunk is appended).  Without `now` the dates are left as written.  With
-    `groups` (retrieval on) a log of observation groups shows them as `## Group` sections with
-    their ranges, as written (spec §10).
-    """
-    rendered = render_groups(observations) if groups else None
-    text = rendered if rendered is not None else optimize_observations_for_context(observations)
-    if now is not None:
-        text = add_relative_time_to_observations(text, now, zone)
-    return [chunk.strip() for chunk in split_chunks(text.strip()) if chunk.strip()]
-
-
-def other_conversations_block(blocks: str) -> str:
-    """Resource scope: the unobserved messages of the user's other threads, exactly framed."""
-    return _OTHER_CONVERSATIONS.format(blocks)
-
-
-def build_context_system_messages(
-    observations: str, *, current_task: str | None = None, suggested_response: str | None = None,
-    other_conversations: str | None = None, now: datetime | None = None, zone: tzinfo = UTC,
-    extracted: dict[str, Any] | None = None, retrieval: ResolvedRetrieval | None = None,
-) -> list[str] | None:
-    """The system messages of the window (`buildContextSystemMessages`), None for an empty log.
-
-    With `retrieval` the recall guidance follows the instructions; a resource-scoped recall tool
-    gets it even before there are observations (the agent may browse the user's other threads
-    from its first message), as the only system message."""
-    recall = (recall_instructions(retrieval.scope, search=retrieval.vector, custom=retrieval.instructions)
-              if retrieval is not None else "")
-    if not observations:
-        return [recall] if retrieval is not None and retrieval.scope == "resource" else None
-    system = [f"{PREAMBLE}\n\n{INSTRUCTIONS}" + (f"\n\n{recall}" if recall else "")]
-    if other_conversations:
-        system.append(other_conversations_block(other_conversations))
-    chunks = observation_context_chunks(observations, now, zone, groups=retrieval is not None)
-    if chunks:
-        system += ["<observations>", *chunks]
-    if current_task:
-        system.append(f"<current-task>\n{current_task}\n</current-task>")
-    if suggested_response:
-        system.append(f"<suggested-response>\n{suggested_response}\n</suggested-response>")
-    for slug, value in (extracted or {}).items():
-        if slug != "thread-title":  # the title is the thread's, not the agent's context
-            shown = value if isinstance(value, str) else orjson.dumps(value).decode()
-            system.append(f"<{slug}>\n{shown}\n</{slug}>")
-    return system
-
-
-def continuation_message(thread_id: str | None = None, resource_id: str | None = None) -> dict[str, Any]:
-    """The continuation reminder as the original stores it: a user message dated the epoch, so
-    it sorts before every message of the history."""
-    message: dict[str, Any] = {
-        "id": CONTINUATION_ID, "role": "user", "createdAt": iso(_EPOCH),
-        "content": {"format": 2, "parts": [{"type": "text", "text": CONTINUATION}]},
-    }
-    if thread_id is not None:
-        message["threadId"] = thread_id
-    if resource_id is not None:
-        message["resourceId"] = resource_id
-    return message
-
 
 @dataclass(frozen=True)
 class ContextWindow:
@@ -220,10 +102,13 @@ class ContextWindow:
     system: tuple[str, ...]                 # empty when nothing is injected
     continuation: dict[str, Any] | None     # None when nothing is injected
     messages: tuple[Message, ...]
+    state_signals: tuple[dict[str, Any], ...] = ()  # `{id, cacheKey, content}` (working memory)
 
     def chat(self) -> list[ChatMessage]:
-        """Ready-to-send chat messages (OpenAI / litellm shape), tool history included."""
+        """Ready-to-send chat messages (OpenAI / litellm shape), tool history included; a state
+        signal is a user message after the system messages."""
         chat: list[ChatMessage] = [{"role": "system", "content": content} for content in self.system]
+        chat += [{"role": "user", "content": signal["content"]} for signal in self.state_signals]
         if self.continuation is not None:
             chat.append({"role": "user", "content": CONTINUATION})
         return chat + chat_messages(self.messages)
@@ -266,6 +151,8 @@ class ThreadView:
     time_zone: str | tzinfo = "UTC"
     # The configuration's retrieval (recall guidance, groups shown as sections); None when off.
     retrieval: ResolvedRetrieval | None = None
+    # How the working-memory document is shown (`workingMemory`); None when there is none.
+    working_memory: WorkingMemoryRendering | None = None
 
     @property
     def blocked(self) -> bool:
@@ -311,7 +198,8 @@ class ThreadView:
             "suggestedResponse": self.suggested_response,
             "extractedValues": self.extracted,
             "title": self.title,
-            "workingMemory": self.extracted.get("working-memory"),
+            "workingMemory": self.extracted.get(WORKING_MEMORY_SLUG),
+            "stateSignals": list(window.state_signals),
             "cycles": self.cycles,
             "lastFailure": self.last_failure,
             "held": self.held,
@@ -333,7 +221,10 @@ def build_context_window(view: ThreadView, raw: list[Message] | None = None, *,
     system = build_context_system_messages(
         view.observations, current_task=view.current_task, suggested_response=view.suggested_response,
         other_conversations=other_conversations, now=at, extracted=view.extracted,
-        zone=_zone(time_zone if time_zone is not None else view.time_zone), retrieval=view.retrieval)
+        zone=_zone(time_zone if time_zone is not None else view.time_zone), retrieval=view.retrieval,
+        working_memory=view.working_memory)
+    signal = (state_signal(view.working_memory, view.extracted.get(WORKING_MEMORY_SLUG))
+              if view.working_memory is not None else None)
     resource_id = next((m.resource_id for m in raw if m.resource_id), None)
     return ContextWindow(
         now=at,
@@ -341,6 +232,7 @@ def build_context_window(view: ThreadView, raw: list[Message] | None = None, *,
         # Recall guidance alone (no observations yet) continues nothing.
         continuation=continuation_message(view.thread_id, resource_id) if system and view.observations else None,
         messages=tuple(raw),
+        state_signals=(signal,) if signal is not None else (),
     )
 
 
@@ -358,10 +250,12 @@ class ContextProjection:
     """Per-thread views, fed event by event from `<ns>.events`."""
 
     def __init__(self, time_zone: str | tzinfo = "UTC", retrieval: ResolvedRetrieval | None = None, *,
-                 resource: ResourceRendering = ResourceRendering()) -> None:
+                 resource: ResourceRendering = ResourceRendering(),
+                 working_memory: WorkingMemoryRendering | None = None) -> None:
         self.threads: dict[str, ThreadView] = {}
         self.time_zone = time_zone
         self.retrieval = retrieval
+        self.working_memory = working_memory
         # Resource scope: how the fold writes thread ids and transcripts (the log's sections,
         # the other-conversation blocks), and each resource memory's threads, in the order they
         # joined it (a dict as an ordered set).
@@ -386,7 +280,8 @@ class ContextProjection:
 
     def view(self, thread_id: str) -> ThreadView:
         if thread_id not in self.threads:
-            self.threads[thread_id] = ThreadView(thread_id, time_zone=self.time_zone, retrieval=self.retrieval)
+            self.threads[thread_id] = ThreadView(thread_id, time_zone=self.time_zone, retrieval=self.retrieval,
+                                                 working_memory=self.working_memory)
         return self.threads[thread_id]
 
     def adopt(self, views: dict[str, ThreadView]) -> None:
@@ -394,6 +289,7 @@ class ContextProjection:
         (and, in resource scope, their memories' thread lists)."""
         for thread_id, view in views.items():
             view.retrieval = self.retrieval
+            view.working_memory = self.working_memory
             if is_resource_key(view.memory_key):
                 self._members.setdefault(str(view.memory_key), {})[thread_id] = None
         self.threads.update(views)
@@ -426,7 +322,8 @@ class ContextProjection:
 
     def _join(self, view: ThreadView, memory_key: str) -> None:
         """`view` belongs to `memory_key`; a thread new to a resource memory takes the memory's
-        shared fields (its observation log, generation, cursor, cycle in flight)."""
+        shared fields (its observation log, generation, cursor, cycle in flight) and its
+        working-memory document, the resource's."""
         if view.memory_key == memory_key or not is_resource_key(memory_key):
             view.memory_key = memory_key
             return
@@ -436,6 +333,8 @@ class ContextProjection:
         members[view.thread_id] = None
         if known is not None:
             share(known, [view])
+            if WORKING_MEMORY_SLUG in known.extracted:
+                view.extracted.setdefault(WORKING_MEMORY_SLUG, known.extracted[WORKING_MEMORY_SLUG])
 
     def apply_event(self, event: Any) -> bool:
         """Apply one `<ns>.events` record; False if it was a duplicate or not for a thread."""
@@ -460,8 +359,13 @@ class ContextProjection:
         self._join(view, event.memory_key)
         view.events += 1
         view.saw(getattr(event, "event_time", None))
-        if getattr(event.data, "extracted_values", None):
-            view.extracted.update(event.data.extracted_values)
+        values = getattr(event.data, "extracted_values", None)
+        if values:
+            view.extracted.update(values)
+            if WORKING_MEMORY_SLUG in values:  # the memory's document: every thread of it shows it
+                for other in self.siblings(view):
+                    other.extracted[WORKING_MEMORY_SLUG] = values[WORKING_MEMORY_SLUG]
+                    self._touched.add(other.thread_id)
         apply = _APPLY.get(type(event))
         if apply is not None:
             apply(self, view, event)
@@ -519,6 +423,12 @@ class ContextProjection:
             view.observations = data.observations or ""
             view.generation = data.generation_count
 
+    def _working_memory_updated(self, view: ThreadView, event: e.WorkingMemoryUpdated) -> None:
+        """The agent's document; in resource scope every thread of the memory shows it."""
+        for other in self.siblings(view):
+            other.extracted[WORKING_MEMORY_SLUG] = event.data.working_memory
+            self._touched.add(other.thread_id)
+
     def _input_held(self, view: ThreadView, event: e.InputHeld) -> None:
         since = view.held["since"] if view.held is not None else iso(event.event_time)
         view.held = {"count": event.data.held, "cycleId": event.data.cycle_id, "since": since}
@@ -560,6 +470,7 @@ _APPLY: dict[type[e.EventEnvelope], Callable[[ContextProjection, ThreadView, Any
     e.ObservationEnd: ContextProjection._observation_end,
     e.Activation: ContextProjection._activation,
     e.TemporalGap: ContextProjection._temporal_gap,
+    e.WorkingMemoryUpdated: ContextProjection._working_memory_updated,
     e.InputHeld: ContextProjection._input_held,
     e.InputReleased: ContextProjection._input_released,
 }

@@ -6,6 +6,7 @@
                observation/buffering start, end, failed and activation
                                                the cycle id (`data.cycleId`)
                data-om-thread-update           `om-thread-title` (the current title)
+               om-working-memory-updated       `om-working-memory` (the current document)
                om-message-accepted             the message id
                om-temporal-gap                 the reminder's id (`data.markerId`)
                om-result-ignored, om-memory-deleted, om-input-held, om-input-released
@@ -28,7 +29,8 @@ __all__ = ["TRANSIENT", "data_part", "event_type", "frame_json", "part_type"]
 
 TRANSIENT = frozenset({"data-om-status", "om-message-accepted", "om-result-ignored", "om-input-held",
                        "om-input-released"})
-_FIXED_IDS = {"data-om-status": "om-status", "data-om-thread-update": "om-thread-title"}
+_FIXED_IDS = {"data-om-status": "om-status", "data-om-thread-update": "om-thread-title",
+              "om-working-memory-updated": "om-working-memory"}
 
 
 def event_type(kind: str) -> str:

@@ -1,4 +1,4 @@
-"""`workingMemory`: the per-thread document `observation.manageWorkingMemory` keeps."""
+"""`workingMemory`: the memory's working-memory document, who writes it, and how the agent sees it."""
 
 from __future__ import annotations
 
@@ -23,13 +23,25 @@ WORKING_MEMORY_TEMPLATE = """# User Information
 
 
 class WorkingMemoryConfig(Options):
-    """The per-thread working-memory document `observation.manageWorkingMemory` keeps.
+    """The memory's working-memory document: durable facts about the user, kept across turns.
 
     omstream keeps it with the memory's options (the original configures it on `Memory`):
     markdown following `template`, or, with `schema` (a JSON Schema object or a
-    `"module:PydanticModel"` reference), a JSON object the Observer returns as a structured value.
+    `"module:PydanticModel"` reference), a JSON object.  The agent writes it with a tool
+    (`agentManaged`), or the Observer does (`observation.manageWorkingMemory`), or both.
     """
 
+    enabled: bool = False
+    """Keep a working-memory document for the memory and show it to the agent.
+    `observation.manageWorkingMemory` turns it on too (the Observer keeps it)."""
+    agent_managed: bool | None = None
+    """The agent writes the document itself, with the `updateWorkingMemory` tool (`setWorkingMemory`
+    under `useStateSignals`), and its context says how; when false the context shows the document
+    read-only. Default: true, false when `observation.manageWorkingMemory` is on."""
+    use_state_signals: bool | None = None
+    """Show the document to the agent as a state signal (the context answer's `stateSignals`, with
+    a `cacheKey` that changes only with the document) instead of inside the system messages.
+    Default: false, true when `observation.manageWorkingMemory` is on."""
     template: str = WORKING_MEMORY_TEMPLATE
     """The markdown document the Observer fills in and keeps up to date."""
     schema_: SchemaOption = Field(default=None, alias="schema")

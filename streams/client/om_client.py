@@ -48,6 +48,7 @@ from omstream.schemas.control import (
     ThreadDeleted,
     ThreadPatched,
     TurnEnded,
+    WorkingMemorySet,
 )
 from omstream.schemas.errors import OmError
 from omstream.schemas.keys import UnroutedRecord, memory_key, unrouted
@@ -213,6 +214,15 @@ class OmClient:
         (`pinned=False` lets them again); `data-om-thread-update` says when the title changed."""
         return await self.send_control(ThreadPatched(
             thread_id=thread_id, resource_id=resource_id, title=title, title_pinned=pinned,
+            at=datetime.now(UTC), request_id=request_id))
+
+    async def set_working_memory(self, thread_id: str, working_memory: str | dict[str, Any], *,
+                                 resource_id: str | None = None, request_id: str | None = None) -> LogPosition:
+        """Replace the memory's working-memory document (markdown, or a JSON object with
+        `workingMemory.schema`), as the agent's `updateWorkingMemory` tool does;
+        `om-working-memory-updated` says when the memory took it."""
+        return await self.send_control(WorkingMemorySet(
+            thread_id=thread_id, resource_id=resource_id, working_memory=working_memory,
             at=datetime.now(UTC), request_id=request_id))
 
     async def reflect(self, thread_id: str, *, prompt: str | None = None,

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from omstream.engine.rules.resolution import resolve
 from omstream.schemas.control import ThreadDeleted
 from omstream.schemas.errors import OmError
 from omstream.schemas.messages import Message
@@ -35,6 +36,7 @@ from omstream.schemas.positions import LogPosition
 
 from .chat_records import ToolNames, message_from_chat
 from .tools import RecallTool
+from .working_memory_tool import WorkingMemoryTool
 
 if TYPE_CHECKING:
     from .om_client import OmClient
@@ -143,6 +145,13 @@ class ThreadMemory:
                                                      at=datetime.now(UTC)))
         self._known, self._last_id, self._step_number = set(), None, 0
         self.tool_names.clear()
+
+    def working_memory_tool(self) -> WorkingMemoryTool | None:
+        """The `updateWorkingMemory` tool of this thread (`setWorkingMemory` with state signals),
+        or None when the configuration keeps no working memory for the agent to write."""
+        if not resolve(self.client.settings.om).working_memory.agent_managed:
+            return None
+        return WorkingMemoryTool(self.client, self.thread_id, resource_id=self.resource_id)
 
     def recall_tool(self) -> RecallTool:
         """The `recall` tool of this thread (give its `definition` to the model), shaped by the

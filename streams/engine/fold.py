@@ -36,6 +36,7 @@ from omstream.schemas.control import (
     ThreadDeleted,
     ThreadPatched,
     TurnEnded,
+    WorkingMemorySet,
 )
 from omstream.schemas.events import (
     InputHeld,
@@ -62,6 +63,7 @@ from .cycles.reflecting import manual_reflect
 from .cycles.results import on_result
 from .cycles.status import emit_status
 from .cycles.thread_deletion import delete_resource_thread
+from .cycles.working_memory import set_working_memory
 from .prompting.transcript import SIGNAL, transcribe
 from .rules.resource import is_resource
 from .rules.temporal import TimedMessage, plan_temporal_gap
@@ -196,6 +198,8 @@ def _handle(step: Step, event: Input) -> None:
         _override(step, event)
     elif isinstance(event, ThreadPatched):
         _patch_thread(step, event)
+    elif isinstance(event, WorkingMemorySet):
+        set_working_memory(step, event)
 
 
 def _already_applied(step: Step, command: object) -> bool:

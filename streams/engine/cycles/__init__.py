@@ -8,7 +8,7 @@ May import `omstream.engine.step`, `state`, `ids`, `prompting/` and `rules/`; ne
 - `observing` (blocking), `buffering` (background chunks), `activating`, `reflecting`,
   `extracting`: the cycles of one thread; `multi_observing` and `resource_extracting`: a resource
   memory's observation over several threads (spec §6.10); `thread_deletion`: one thread of a
-  resource memory deleted.
+  resource memory deleted; `working_memory`: the agent's write of the working-memory document.
 - `jobs`: the model job a cycle sends; `results`: where its answer goes; `deadline`: the backstop
   for an answer that never comes.
 """

@@ -50,6 +50,8 @@ __all__ = [
     "read_structured",
     "retry_reason",
     "settle",
+    "working_memory_problem",
+    "working_memory_schema",
     "specs",
     "store",
     "structured_request",
@@ -173,6 +175,28 @@ def _working_memory(config: Any, current: Any) -> Spec:
         "their goals and their work), or null when nothing changed. Current working memory: "
         f"{shown}"), schema={"anyOf": [_json_schema(schema), {"type": "null"}]},
         include_previous=False, mode="structured", builtin=True, retry_empty=True)
+
+
+def working_memory_schema(config: Any) -> dict[str, Any] | None:
+    """`workingMemory.schema` as a JSON Schema (a pydantic class's, for a reference); None without."""
+    return None if config.schema_ is None else _json_schema(_resolve(config.schema_, {}))
+
+
+def working_memory_problem(config: Any, value: Any) -> str | None:
+    """Why `value` cannot be the working-memory document the agent wrote, or None: markdown text
+    without `schema`, else a JSON object the schema accepts."""
+    schema = working_memory_schema(config)
+    if schema is None:
+        return None if isinstance(value, str) else "the document is markdown text (no workingMemory.schema is set)"
+    if not isinstance(value, dict):
+        return "the document is a JSON object (workingMemory.schema is set)"
+    import jsonschema
+
+    try:
+        jsonschema.validate(value, schema)
+    except jsonschema.ValidationError as exc:
+        return f"the document does not fit workingMemory.schema: {exc.message}"
+    return None
 
 
 # --- prompts ---------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from .thresholds import (
 )
 
 __all__ = [
+    "ResolvedWorkingMemory",
     "LOCAL_PREFIX",
     "ResolvedConfig",
     "ResolvedModel",
@@ -136,6 +137,18 @@ class ResolvedRetrieval:
 
 
 @dataclass(frozen=True)
+class ResolvedWorkingMemory:
+    """Who writes the working-memory document and how the agent sees it (1.31.0's
+    `applyManagedWorkingMemoryDefaults`: an Observer-kept document is not the agent's to write,
+    and reaches it as a state signal)."""
+
+    enabled: bool
+    agent_managed: bool          # the agent has the tool (only when enabled)
+    use_state_signals: bool      # shown as a state signal, not in the system messages
+    tool_name: str               # `updateWorkingMemory`, or `setWorkingMemory` with state signals
+
+
+@dataclass(frozen=True)
 class ResolvedConfig:
     """The effective configuration: every default filled in, every ratio turned into tokens."""
 
@@ -154,6 +167,7 @@ class ResolvedConfig:
     check_thresholds_at: str
     observation: ResolvedObservation
     reflection: ResolvedReflection
+    working_memory: ResolvedWorkingMemory
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready, with the documented camelCase names."""
@@ -198,7 +212,18 @@ def resolve(om: OmConfig) -> ResolvedConfig:
         check_thresholds_at=om.check_thresholds_at,
         observation=_resolve_observation(om),
         reflection=_resolve_reflection(om),
+        working_memory=_resolve_working_memory(om),
     )
+
+
+def _resolve_working_memory(om: OmConfig) -> ResolvedWorkingMemory:
+    options, observer_kept = om.working_memory, om.observation.manage_working_memory
+    enabled = options.enabled or observer_kept
+    signals = observer_kept if options.use_state_signals is None else options.use_state_signals
+    managed = (not observer_kept) if options.agent_managed is None else options.agent_managed
+    return ResolvedWorkingMemory(enabled=enabled, agent_managed=enabled and managed,
+                                 use_state_signals=enabled and signals,
+                                 tool_name="setWorkingMemory" if signals else "updateWorkingMemory")
 
 
 def _hints(value: bool | ContinuationHints) -> tuple[bool, bool]:

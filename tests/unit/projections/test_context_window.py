@@ -32,7 +32,7 @@ from tests.helpers import T0, engine, scripted_result, text_of
 NOW = datetime(2025, 6, 15, 12, 0, tzinfo=UTC)
 SNAPSHOT_KEYS = {"threadId", "memoryKey", "generation", "cursor", "blocked", "now", "observations",
                  "currentTask", "suggestedResponse", "extractedValues", "title", "workingMemory", "cycles",
-                 "lastFailure", "held", "observedMessageIds", "messages", "chat", "otherConversations"}
+                 "lastFailure", "held", "stateSignals", "observedMessageIds", "messages", "chat", "otherConversations"}
 
 
 def msg(i: int, at: datetime, role: str = "user", thread: str = "t1") -> Message:

@@ -277,6 +277,8 @@ VALID: dict[str, dict[str, Any]] = {
     "thread-patched.json": {"type": "thread-patched", "threadId": "t1", "at": T, "title": "Trip", "titlePinned": True},
     "thread-deleted.json": {"type": "thread-deleted", "threadId": "t1", "at": T},
     "resource-deleted.json": {"type": "resource-deleted", "resourceId": "u1", "at": T},
+    "working-memory-set.json": {"type": "working-memory-set", "threadId": "t1", "at": T,
+                                "workingMemory": "# User Information\n- **First Name**: Ada", "requestId": "w1"},
     "model-job.json": {
         "type": "model-job", "kind": "buffer", "cycleId": "c1", "memoryKey": "thread:t1", "threadId": "t1",
         "generation": 0, "cursor": T, "model": "gemini/gemini-2.5-flash",
@@ -334,6 +336,8 @@ VALID: dict[str, dict[str, Any]] = {
     "om-input-held.json": {**ENVELOPE, "type": "om-input-held", "inputOffset": 41, "inputLast": True, "data": {
         "cycleId": "b1", "held": 2, "inputType": "message", "messageId": "m9"}},
     "om-input-released.json": {**ENVELOPE, "type": "om-input-released", "data": {"cycleId": "b1", "released": 2}},
+    "om-working-memory-updated.json": {**ENVELOPE, "type": "om-working-memory-updated", "data": {
+        "workingMemory": {"name": "Ada"}, "requestId": "w1"}},
     "data-part.json": {"type": "data-om-activation", "id": "b1", "data": {"cycleId": "b1"}, "transient": False},
     # As the worker writes it (`omstream.pipeline.folding.refuse`): the record's key, null when it had none.
     "dead-letter.json": {"type": "dead-letter", "code": "wrong-key", "reason": "record key must be the memory key",
