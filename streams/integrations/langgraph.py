@@ -49,6 +49,8 @@ from .langgraph_messages import chats_from_langchain, langchain_from_chats
 
 if TYPE_CHECKING:
     from omstream.client.om_client import OmClient
+    from omstream.client.tools import RecallTool
+    from omstream.client.working_memory_tool import WorkingMemoryTool
 
 __all__ = ["OmMemory", "recall_tool"]
 
@@ -127,16 +129,26 @@ class OmMemory:
         """The thread's `recall` tool as a LangChain tool (see `recall_tool`)."""
         return recall_tool(self.memory)
 
+    def working_memory_tool(self) -> StructuredTool | None:
+        """The thread's `updateWorkingMemory` tool (`setWorkingMemory` with state signals) as a
+        LangChain tool, or None when the configuration keeps no working memory for the agent to
+        write (`omstream.client.working_memory_tool`)."""
+        tool = self.memory.working_memory_tool()
+        return None if tool is None else _structured(tool)
+
 
 def recall_tool(memory: ThreadMemory) -> StructuredTool:
     """`ThreadMemory.recall_tool` as an async LangChain `StructuredTool`: its args schema is the
     recall tool's JSON schema, its answer the JSON text `RecallTool` gives (an `{"error": ...}`
     the model can correct itself from, for a call the server refuses)."""
-    tool = memory.recall_tool()
+    return _structured(memory.recall_tool())
+
+
+def _structured(tool: RecallTool | WorkingMemoryTool) -> StructuredTool:
     function = tool.definition["function"]
 
-    async def recall(**arguments: Any) -> str:
+    async def call(**arguments: Any) -> str:
         return json.dumps(await tool(arguments), ensure_ascii=False)
 
-    return StructuredTool.from_function(coroutine=recall, name=function["name"],
+    return StructuredTool.from_function(coroutine=call, name=function["name"],
                                         description=function["description"], args_schema=function["parameters"])

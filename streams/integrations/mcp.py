@@ -4,7 +4,8 @@
     om mcp --config om.toml                         # stdio: what a desktop client spawns
     om mcp --config om.toml --transport http        # streamable HTTP on 127.0.0.1:8767/mcp
 
-Tools `context`, `recall`, `search` and `add_messages`, and two resource templates,
+Tools `context`, `recall`, `search` and `add_messages` (and `update_working_memory` when the
+memory keeps a working memory for the agent), and two resource templates,
 `omstream://threads/{threadId}/context` (the window, JSON) and
 `omstream://threads/{threadId}/observations` (the observations, text); what they do is
 `omstream.integrations.mcp_tools`'s.  The server is a client like any agent: it reads from a

@@ -24,6 +24,8 @@ import jsonschema
 from omstream.api_tokens import TokenTable
 from omstream.client.thread_memory import ThreadMemory
 from omstream.client.tools import recall_tool_definition
+from omstream.client.working_memory_tool import WorkingMemoryTool, working_memory_tool_definition
+from omstream.engine.rules.extraction import working_memory_schema
 from omstream.engine.rules.resolution import ResolvedRetrieval, resolve
 from omstream.projections.recall.params import RecallError
 from omstream.schemas.config import OmConfig
@@ -32,10 +34,11 @@ from omstream.schemas.errors import OmError
 if TYPE_CHECKING:
     from omstream.client.om_client import OmClient
 
-__all__ = ["ADD_MESSAGES", "CONTEXT", "RECALL", "SEARCH", "BadCall", "MemoryTools", "ToolSpec", "checked",
-           "tool_specs"]
+__all__ = ["ADD_MESSAGES", "CONTEXT", "RECALL", "SEARCH", "WORKING_MEMORY", "BadCall", "MemoryTools", "ToolSpec",
+           "checked", "tool_specs"]
 
 CONTEXT, RECALL, SEARCH, ADD_MESSAGES = "context", "recall", "search", "add_messages"
+WORKING_MEMORY = "update_working_memory"
 
 _ID = {"type": "string", "minLength": 1}
 _THREAD = {**_ID, "description": "The thread's id."}
@@ -112,6 +115,13 @@ def tool_specs(om: OmConfig) -> dict[str, ToolSpec]:
                                       "description": "Mark the turn's end after them (default false)."}},
                          ["threadId", "messages"])),
     ]
+    if resolve(om).working_memory.agent_managed:
+        function = working_memory_tool_definition(WORKING_MEMORY, working_memory_schema(om.working_memory))["function"]
+        specs.append(ToolSpec(WORKING_MEMORY, function["description"] + " Written for thread threadId (its "
+                              "resource's document in resource scope).",
+                              _object({"threadId": _THREAD, "resourceId": _RESOURCE,
+                                       "memory": function["parameters"]["properties"]["memory"]},
+                                      ["threadId", "memory"])))
     return {spec.name: spec for spec in specs}
 
 
@@ -185,11 +195,7 @@ class MemoryTools:
         memory = ThreadMemory(client, threadId, resource_id=resourceId, base_url=self.base_url, wait=self.wait)
         # The read first: om serve refuses a thread of another resource to this token (403).
         await memory.known_ids()
-        if self.tokens is not None:
-            grant = self.tokens.grant(client.token) if client.token else None
-            if grant is None or not grant.may_read(resourceId):
-                raise BadCall(f"this token may not write to resource {resourceId!r}" if grant is not None else
-                              "unauthorized: no token, or one om serve's tokens do not hold")
+        self._may_write(client, resourceId)
         stored = await memory.add(messages)
         ids = [m.id for m in stored]
         skipped = [str(m["id"]) for m in messages if m.get("id") is not None and str(m["id"]) not in ids]
@@ -200,6 +206,27 @@ class MemoryTools:
         if endTurn:
             await memory.end_turn()
         return answer
+
+
+    async def update_working_memory(self, client: OmClient, threadId: str, memory: Any,  # noqa: N803
+                                    resourceId: str | None = None) -> dict[str, Any]:  # noqa: N803
+        # The read first, as add_messages: om serve refuses a thread of another resource (403).
+        await ThreadMemory(client, threadId, resource_id=resourceId, base_url=self.base_url,
+                           wait=self.wait).known_ids()
+        self._may_write(client, resourceId)
+        answer = await WorkingMemoryTool(client, threadId, resource_id=resourceId)({"memory": memory})
+        if "error" in answer:
+            raise BadCall(f"{WORKING_MEMORY}: {answer['error']}")
+        return {"threadId": threadId, **answer}
+
+    def _may_write(self, client: OmClient, resource_id: str | None) -> None:
+        """A write is the caller's when om serve would let it read the resource (`Grant.may_read`)."""
+        if self.tokens is None:
+            return
+        grant = self.tokens.grant(client.token) if client.token else None
+        if grant is None or not grant.may_read(resource_id):
+            raise BadCall(f"this token may not write to resource {resource_id!r}" if grant is not None else
+                          "unauthorized: no token, or one om serve's tokens do not hold")
 
 
 def _reason(exc: BaseException) -> str:

@@ -22,7 +22,9 @@ A thin adapter over `omstream.client.ThreadMemory`, in the SDK's terms:
   function call of the session is left without its output: that is the SDK saving a run's
   final answer.  A run that ends otherwise (a tool's output as the final output, an interruption)
   leaves the turn open; `end_turn()` ends it by hand.
-* `recall_tool()` is the thread's `recall` tool as an SDK function tool, for the agent's tools.
+* `recall_tool()` is the thread's `recall` tool as an SDK function tool, for the agent's tools;
+  `working_memory_tool()` its `updateWorkingMemory` tool, when the memory keeps a working memory
+  for the agent.
 * `pop_item` refuses (`ImmutableHistory`): the thread is an append-only log, a stored message
   cannot be taken back.  `clear_session` forgets the thread (`ThreadMemory.forget`).
 
@@ -58,6 +60,8 @@ if TYPE_CHECKING:
     from agents.items import TResponseInputItem
 
     from omstream.client.om_client import OmClient
+    from omstream.client.tools import RecallTool
+    from omstream.client.working_memory_tool import WorkingMemoryTool
 
 __all__ = ["ImmutableHistory", "OmSession", "UnsupportedItem"]
 
@@ -139,15 +143,14 @@ class OmSession:
         """The thread's `recall` tool as a function tool of the SDK (`Agent(tools=[...])`): the
         model reads the messages behind its observations, answered by `om serve`
         (`omstream.client.tools.RecallTool`; a refused call is answered `{"error": reason}`)."""
-        recall = self.memory.recall_tool()
-        function = recall.definition["function"]
+        return _function_tool(self.memory.recall_tool())
 
-        async def invoke(context: ToolContext[Any], arguments: str) -> str:
-            return json.dumps(await recall(arguments), ensure_ascii=False)
-
-        return FunctionTool(name=function["name"], description=function["description"],
-                            params_json_schema=function["parameters"], on_invoke_tool=invoke,
-                            strict_json_schema=False)
+    def working_memory_tool(self) -> FunctionTool | None:
+        """The thread's `updateWorkingMemory` tool (`setWorkingMemory` with state signals) as a
+        function tool of the SDK, or None when the configuration keeps no working memory for the
+        agent to write (`omstream.client.working_memory_tool`)."""
+        tool = self.memory.working_memory_tool()
+        return None if tool is None else _function_tool(tool)
 
     async def _read(self) -> dict[str, Any]:
         if self._unstepped:
@@ -158,3 +161,14 @@ class OmSession:
         self.last_window = window
         return window
 
+
+def _function_tool(tool: RecallTool | WorkingMemoryTool) -> FunctionTool:
+    """A client tool as a function tool of the SDK: its JSON schema, its answers as JSON text."""
+    function = tool.definition["function"]
+
+    async def invoke(context: ToolContext[Any], arguments: str) -> str:
+        return json.dumps(await tool(arguments), ensure_ascii=False)
+
+    return FunctionTool(name=function["name"], description=function["description"],
+                        params_json_schema=function["parameters"], on_invoke_tool=invoke,
+                        strict_json_schema=False)

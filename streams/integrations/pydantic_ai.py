@@ -55,6 +55,8 @@ from .pydantic_ai_messages import MARK, chat_of, is_window, messages_of, stored_
 
 if TYPE_CHECKING:
     from omstream.client.om_client import OmClient
+    from omstream.client.tools import RecallTool
+    from omstream.client.working_memory_tool import WorkingMemoryTool
 
 __all__ = ["OmMemory"]
 
@@ -142,14 +144,26 @@ class OmMemory:
         """The thread's `recall` tool as a Pydantic AI tool: its JSON schema is the recall
         tool's parameters, its answers `RecallTool`'s (a refused call answers `{"error": ...}`
         so the model can correct itself)."""
-        recall = self.thread.recall_tool()
-        function = recall.definition["function"]
+        return _as_tool(self.thread.recall_tool())
 
-        async def answer(**arguments: Any) -> dict[str, Any]:
-            return await recall(arguments)
+    def working_memory_tool(self) -> Tool[Any] | None:
+        """The thread's `updateWorkingMemory` tool (`setWorkingMemory` with state signals) as a
+        Pydantic AI tool, or None when the configuration keeps no working memory for the agent
+        to write (`omstream.client.working_memory_tool`)."""
+        tool = self.thread.working_memory_tool()
+        return None if tool is None else _as_tool(tool)
 
-        return Tool.from_schema(answer, name=function["name"], description=function["description"],
-                                json_schema=function["parameters"])
+
+def _as_tool(tool: RecallTool | WorkingMemoryTool) -> Tool[Any]:
+    """A client tool as a Pydantic AI tool: its JSON schema, its answers (a refused call answers
+    `{"error": ...}` so the model can correct itself)."""
+    function = tool.definition["function"]
+
+    async def answer(**arguments: Any) -> dict[str, Any]:
+        return await tool(arguments)
+
+    return Tool.from_schema(answer, name=function["name"], description=function["description"],
+                            json_schema=function["parameters"])
 
 
 def _without_system(message: ModelMessage) -> ModelMessage:
