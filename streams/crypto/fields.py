@@ -38,6 +38,7 @@ CONTENT_FIELDS: dict[str, tuple[str, ...]] = {
     "message": ("content",),
     "reflect-requested": ("prompt",),
     "thread-patched": ("title",),
+    "working-memory-set": ("workingMemory",),
     # <ns>.jobs, and results on <ns>.log and <ns>.cache
     "model-job": ("messages",),
     "model-result": ("output",),
@@ -50,6 +51,7 @@ CONTENT_FIELDS: dict[str, tuple[str, ...]] = {
     "data-om-thread-update": ("data.oldTitle", "data.newTitle"),
     "om-memory-deleted": ("data.observations",),
     "om-message-accepted": ("data.message.content",),
+    "om-working-memory-updated": ("data.workingMemory",),
 }
 
 
