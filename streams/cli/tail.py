@@ -60,7 +60,21 @@ def describe_event(event: Event) -> str:
         message = event.data.message
         tokens = f", {plural(message.tokens.count, 'token')}" if message.tokens is not None else ""
         return f"{head} {message.role} message {message.id}{tokens}"
+    if isinstance(event, e.InputHeld):
+        what = (f" ({event.data.input_type}{' ' + event.data.message_id if event.data.message_id else ''})"
+                if event.data.input_type else "")
+        return f"{head} holding {plural(event.data.held, 'input')}{what} until cycle {_short(event.data.cycle_id)} ends"
+    if isinstance(event, e.InputReleased):
+        return f"{head} cycle {_short(event.data.cycle_id)} ended: {plural(event.data.released, 'held input')} applied"
+    if isinstance(event, e.WorkingMemoryUpdated):
+        document = event.data.working_memory
+        size = plural(len(document), "character") if isinstance(document, str) else f"{len(document)} fields"
+        return f"{head} the agent wrote the working memory ({size})"
     return f"{head} {event.data.model_dump_json(by_alias=True)[:120]}"
+
+
+def _short(cycle_id: str | None) -> str:
+    return (cycle_id or "?")[:8]
 
 
 async def follow(settings: Settings, *, from_beginning: bool) -> AsyncGenerator[tuple[bytes, Event], None]:
