@@ -3,7 +3,7 @@
 
     from omstream.client.working_memory_tool import WorkingMemoryTool
 
-    tool = WorkingMemoryTool(om, thread_id="t1")          # om: an OmClient; None when not agent-managed
+    tool = WorkingMemoryTool(om, thread_id="t1")          # om: an OmClient; ValueError when not agent-managed
     reply = await litellm.acompletion(model=..., messages=window["chat"], tools=[tool.definition])
     for call in reply.choices[0].message.tool_calls or []:
         messages.append(await tool.answer(call))
