@@ -3,6 +3,7 @@
     python -m bench                     # about 13 minutes on a busy 2-core machine
     python -m bench --only fold,original
     python -m bench --out DIR           # keep each benchmark's JSON and log in DIR
+    python -m bench --against HEAD~1 --only e2e-1,replay   # both commits in one run, with ratios
 
 Each benchmark runs alone, one after the other, as its own `python -m bench.<name>` child with
 the sizes below (each figure of the table is printed with that command, which reproduces it
@@ -26,9 +27,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from bench import against
 
 ROOT = Path(__file__).resolve().parents[1]
 E2E = ["--threads", "100", "--messages", "40", "--load-seconds", "3", "--no-state"]
@@ -212,18 +215,20 @@ def progress(text: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
 
-def run_step(step: Step, out: Path) -> None:
-    """Run one benchmark as a child; its result (parsed JSON, or its stdout) or its error on `step`."""
+def run_step(step: Step, out: Path, side: against.Side | None = None) -> None:
+    """Run one benchmark as a child (with `side`'s interpreter and files: this checkout by default);
+    its result (parsed JSON, or its stdout) or its error on `step`."""
+    python, cwd = (side.python, side.root) if side else (sys.executable, ROOT)
     json_path = out / f"{step.name}.json"
     argv = [*step.args, *([step.json_flag, str(json_path)] if step.json_flag else [])]
     if step.module == "fold_bench":
         argv.append("--json")
     log = out / f"{step.name}.log"
-    progress(f"{step.name}: {step.command} (log {log})")
+    progress(f"{step.name}{f' ({side.name})' if side else ''}: {step.command} (log {log})")
     step.load = (os.getloadavg()[0], 0.0)
     began = time.monotonic()
     with open(log, "w") as err:
-        done = subprocess.run([sys.executable, "-m", f"bench.{step.module}", *argv], cwd=ROOT,
+        done = subprocess.run([python, "-m", f"bench.{step.module}", *argv], cwd=cwd,
                               stdout=subprocess.PIPE, stderr=err, text=True)
     step.seconds = time.monotonic() - began
     step.load = (step.load[0], os.getloadavg()[0])
@@ -242,23 +247,37 @@ def run_step(step: Step, out: Path) -> None:
     progress(f"{step.name}: {'done' if not step.error else 'FAILED'} in {step.seconds:.0f} s")
 
 
+def reference(done: Sequence[Step]) -> dict[str, float]:
+    """What the row functions compare with: the original's figures and the plain e2e-1 runs."""
+    return {**original_reference(next((s for s in done if s.name == "original"), None)),
+            **plain_reference(next((s for s in done if s.name == "e2e-1"), None))}
+
+
+def step_rows(step: Step, ref: dict[str, float]) -> list[Row]:
+    rows: list[Row] = []
+    if step.result is not None:
+        try:
+            rows = step.rows(step.result, ref)
+        except (KeyError, TypeError, ValueError) as exc:
+            rows = [(step.name, "-", "", f"unreadable result: {exc!r}")]
+    return rows
+
+
+def machine(began: str, wall: float) -> str:
+    return (f"({began}, {os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}; "
+            f"wall time {wall / 60:.1f} min)")
+
+
 def table(done: Sequence[Step], began: str, wall: float) -> str:
-    ref = {**original_reference(next((s for s in done if s.name == "original"), None)),
-           **plain_reference(next((s for s in done if s.name == "e2e-1"), None))}
-    lines = [f"$ python -m bench   ({began}, {os.cpu_count()} CPUs, {platform.platform()}, Python "
-             f"{platform.python_version()}; wall time {wall / 60:.1f} min)",
+    ref = reference(done)
+    lines = [f"$ python -m bench   {machine(began, wall)}",
              "ratios: omstream / the original measured in this run. The fold (CPU time of one process) to "
              "the original's messages per CPU-second with buffering off; end to end (wall time) to the "
              "original's wall rate with buffering on, and to its per-CPU-second rate (its speed on an "
              "idle core: the conservative ratio)", ""]
     head = ("figure", "value", "unit", "vs original / note")
     for step in done:
-        rows: list[Row] = []
-        if step.result is not None:
-            try:
-                rows = step.rows(step.result, ref)
-            except (KeyError, TypeError, ValueError) as exc:
-                rows = [(step.name, "-", "", f"unreadable result: {exc!r}")]
+        rows = step_rows(step, ref)
         if step.error:
             rows.append((step.name, "-", "", f"FAILED: {step.error[:200]}"))
         widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
@@ -272,6 +291,32 @@ def table(done: Sequence[Step], began: str, wall: float) -> str:
     return "\n".join(lines)
 
 
+def run_against(chosen: Sequence[Step], theirs: against.Side, out: Path) -> list[Step]:
+    """Each chosen benchmark for this checkout and for `theirs`, one right after the other, the side
+    going first alternating; returns their steps (ours are `chosen`)."""
+    (out / "ours").mkdir(parents=True, exist_ok=True)
+    (out / theirs.name).mkdir(parents=True, exist_ok=True)
+    their_steps = [replace(step, result=None, error=None) for step in chosen]
+    for i, (ours, other) in enumerate(zip(chosen, their_steps)):
+        runs = [(ours, out / "ours", None), (other, out / theirs.name, theirs)]
+        for step, where, side in runs[::-1] if i % 2 else runs:
+            run_step(step, where, side)
+    return their_steps
+
+
+def comparison(ours: Sequence[Step], theirs: Sequence[Step], names: tuple[str, str], began: str,
+               wall: float) -> str:
+    """The table of `--against`: each figure for both sides and their ratio (ours / theirs)."""
+    refs = reference(ours), reference(theirs)
+    lines = [f"$ python -m bench --against {names[1]}   {machine(began, wall)}",
+             f"{names[0]} and {names[1]} measured in this run, each benchmark one right after the other; "
+             f"ratio: {names[0]} / {names[1]} (above 1 is faster for rates, slower for latencies and sizes)", ""]
+    for a, b in zip(ours, theirs):
+        rows = against.paired(step_rows(a, refs[0]), step_rows(b, refs[1]))
+        lines += [*against.block(a.command, (a.seconds, b.seconds), rows, names, [a.error or "", b.error or ""]), ""]
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     names = [s.name for s in steps()]
@@ -279,21 +324,37 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"comma-separated, of: {', '.join(names)}")
     parser.add_argument("--out", type=Path, help="directory for each benchmark's JSON and log "
                         "(default: a new one in the system temp dir)")
+    parser.add_argument("--against", metavar="REF", help="a git commit (or branch, tag) to measure in the "
+                        "same run, built in a temporary venv; prints both figures and their ratio "
+                        "(the original, the same for both, is then left out)")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.only or []) - set(names))
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(names)}")
     out = args.out or Path(tempfile.mkdtemp(prefix="omstream-bench-"))
     out.mkdir(parents=True, exist_ok=True)
-    chosen = [s for s in steps() if args.only is None or s.name in args.only]
+    chosen = [s for s in steps() if (args.only is None or s.name in args.only)
+              and not (args.against and s.name == "original")]
     began, start = time.strftime("%Y-%m-%d %H:%M %Z"), time.monotonic()
-    for step in chosen:
-        run_step(step, out)
-    report = table(chosen, began, time.monotonic() - start)
+    if args.against:
+        try:
+            theirs = against.build(ROOT, args.against, out / "ref")
+        except subprocess.CalledProcessError as exc:
+            parser.error(f"cannot build {args.against}: {(exc.stderr or '').strip() or exc}")
+        progress(f"{args.against} is {theirs.name}, built in {theirs.root.parent}")
+        their_steps = run_against(chosen, theirs, out)
+        report = comparison(chosen, their_steps, (against.here(ROOT).name, theirs.name), began,
+                            time.monotonic() - start)
+        done = [*chosen, *their_steps]
+    else:
+        for step in chosen:
+            run_step(step, out)
+        report = table(chosen, began, time.monotonic() - start)
+        done = chosen
     (out / "table.txt").write_text(report + "\n")
     print(report)
     progress(f"each benchmark's output, JSON and log: {out}")
-    return 1 if any(s.error for s in chosen) else 0
+    return 1 if any(s.error for s in done) else 0
 
 
 if __name__ == "__main__":
