@@ -8,6 +8,8 @@
   the log (a namespace key configured);
 - `feed_reader`: the `/threads/{id}/feed` stream read as events;
 - `tools`: the `recall` tool an agent gives its model, answered by `om serve`;
+- `working_memory_tool`: the tool that writes the memory's working memory, when the agent keeps one;
+- `function_tool`: what both tools share (the model's arguments read, its `tool` message written);
 - `thread_memory`: `ThreadMemory`, the agent-loop protocol for one thread (add the turn's
   messages, a step, the window after it, the turn's end), which the example loop and every
   framework adapter (`omstream.integrations`) follow;

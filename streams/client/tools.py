@@ -18,12 +18,13 @@ answered to the model as `{"error": reason}`, so it can correct itself.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any, Literal
 
 from omstream.engine.rules.resolution import resolve
 from omstream.projections.recall.instructions import recall_instructions
 from omstream.projections.recall.params import PART_TYPES, RecallError
+
+from .function_tool import FunctionTool
 
 if TYPE_CHECKING:
     from .om_client import OmClient
@@ -87,7 +88,7 @@ def recall_tool_definition(scope: Literal["thread", "resource"] = "resource", *,
     }}
 
 
-class RecallTool:
+class RecallTool(FunctionTool):
     """The recall tool of one thread, answered through `om serve` by an `OmClient`."""
 
     def __init__(self, client: OmClient, thread_id: str, *, scope: Literal["thread", "resource"] | None = None,
@@ -96,6 +97,7 @@ class RecallTool:
         `retrieval`'s scope, vector setting and instructions (without `retrieval`, the memory's
         scope, no search)."""
         self.client, self.thread_id, self.base_url = client, thread_id, base_url
+        self.name = RECALL
         configured = resolve(client.settings.om).retrieval
         scope = scope or (configured.scope if configured is not None else client.settings.om.scope)
         search = search if search is not None else configured is not None and configured.vector
@@ -104,27 +106,9 @@ class RecallTool:
         self.definition = recall_tool_definition(scope, search=search)
         self.instructions = recall_instructions(scope, search=search, custom=instructions)
 
-    async def __call__(self, arguments: str | dict[str, Any]) -> dict[str, Any]:
-        """The tool's result for the model's arguments (a JSON object, or its text)."""
-        try:
-            args = json.loads(arguments or "{}") if isinstance(arguments, str) else dict(arguments)
-        except json.JSONDecodeError as exc:
-            return {"error": f"the arguments are not a JSON object: {exc}"}
-        if not isinstance(args, dict):
-            return {"error": "the arguments must be a JSON object"}
+    async def run(self, args: dict[str, Any]) -> dict[str, Any]:
         try:
             answer = await self.client.recall(self.thread_id, base_url=self.base_url, **args)
         except RecallError as exc:
             return {"error": str(exc)}
         return answer if answer is not None else {"error": f"thread {self.thread_id} has no messages yet"}
-
-    async def answer(self, tool_call: Any) -> dict[str, Any]:
-        """The `tool` message that answers one of the model's tool calls (litellm's object or
-        its dict form)."""
-        call = tool_call if isinstance(tool_call, dict) else tool_call.model_dump()
-        function = call.get("function") or {}
-        if function.get("name") != RECALL:
-            result: dict[str, Any] = {"error": f"unknown tool {function.get('name')!r}"}
-        else:
-            result = await self(function.get("arguments") or "{}")
-        return {"role": "tool", "tool_call_id": call.get("id"), "content": json.dumps(result, ensure_ascii=False)}

@@ -19,11 +19,12 @@ can before sending, and answers the model `{"error": reason}` so it can correct 
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from omstream.engine.rules.extraction import working_memory_problem, working_memory_schema
 from omstream.engine.rules.resolution import resolve
+
+from .function_tool import FunctionTool
 
 if TYPE_CHECKING:
     from .om_client import OmClient
@@ -44,7 +45,7 @@ def working_memory_tool_definition(name: str, schema: dict[str, Any] | None) -> 
     }}
 
 
-class WorkingMemoryTool:
+class WorkingMemoryTool(FunctionTool):
     """The working-memory tool of one thread, written through an `OmClient`."""
 
     def __init__(self, client: OmClient, thread_id: str, *, resource_id: str | None = None) -> None:
@@ -58,27 +59,11 @@ class WorkingMemoryTool:
         self.name = resolved.tool_name
         self.definition = working_memory_tool_definition(self.name, working_memory_schema(self.options))
 
-    async def __call__(self, arguments: str | dict[str, Any]) -> dict[str, Any]:
-        """The tool's result for the model's arguments (a JSON object, or its text)."""
-        try:
-            args = json.loads(arguments or "{}") if isinstance(arguments, str) else dict(arguments)
-        except json.JSONDecodeError as exc:
-            return {"error": f"the arguments are not a JSON object: {exc}"}
-        if not isinstance(args, dict) or "memory" not in args:
+    async def run(self, args: dict[str, Any]) -> dict[str, Any]:
+        if "memory" not in args:
             return {"error": "the arguments must be a JSON object with `memory`"}
         problem = working_memory_problem(self.options, args["memory"])
         if problem is not None:
             return {"error": problem}
         await self.client.set_working_memory(self.thread_id, args["memory"], resource_id=self.resource_id)
         return {"success": True}
-
-    async def answer(self, tool_call: Any) -> dict[str, Any]:
-        """The `tool` message that answers one of the model's tool calls (litellm's object or its
-        dict form)."""
-        call = tool_call if isinstance(tool_call, dict) else tool_call.model_dump()
-        function = call.get("function") or {}
-        if function.get("name") != self.name:
-            result: dict[str, Any] = {"error": f"unknown tool {function.get('name')!r}"}
-        else:
-            result = await self(function.get("arguments") or "{}")
-        return {"role": "tool", "tool_call_id": call.get("id"), "content": json.dumps(result, ensure_ascii=False)}

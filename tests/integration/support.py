@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -170,6 +171,24 @@ class Server:
         from omstream.processes import stop_child
 
         stop_child(self.proc)
+
+
+@contextlib.contextmanager
+def served(broker, root, options: str):
+    """A namespace of `options` under `root`, its worker and `om serve` (ready): (env, server),
+    both stopped on the way out.  The module-scoped fixture of the framework tests."""
+    from tests.integration.conftest import Env
+
+    env = Env(broker, root / "env", options)
+    env.start_worker()
+    server = Server(env.settings, root / "serve.log")
+    try:
+        asyncio.run(server.ready())
+        yield env, server
+    finally:
+        server.stop()
+        for worker in env.workers:
+            worker.stop()
 
 
 class EventWatcher:

@@ -34,9 +34,8 @@ from omstream.integrations.langgraph import OmMemory
 from omstream.schemas.codec import decode_input
 from omstream.schemas.control import TurnEnded
 from omstream.topics import Topics
-from tests.integration.conftest import Env
 from tests.integration.options import om_options
-from tests.integration.support import EventWatcher, Server, events, read_all
+from tests.integration.support import EventWatcher, events, read_all, served
 
 pytestmark = pytest.mark.integration
 
@@ -128,16 +127,9 @@ async def _conversation(settings, url: str) -> dict[str, Any]:
 def services(broker, tmp_path_factory):
     """One namespace, a worker and `om serve` for this module's tests (each its own thread), with
     examples/agent.toml's memory options: the scripted Observer, synchronous at 150 tokens."""
-    env = Env(broker, tmp_path_factory.mktemp("langgraph") / "env",
-              om_options(observation={"messageTokens": 150, "bufferTokens": False}, retrieval={"scope": "resource"}))
-    worker = env.start_worker()
-    server = Server(env.settings, env.root / "serve.log")
-    try:
-        asyncio.run(server.ready())
-        yield env, server
-    finally:
-        server.stop()
-        worker.stop()
+    options = om_options(observation={"messageTokens": 150, "bufferTokens": False}, retrieval={"scope": "resource"})
+    with served(broker, tmp_path_factory.mktemp("langgraph"), options) as both:
+        yield both
 
 
 def test_a_react_agent_reads_the_window_and_stores_each_message_once(services):

@@ -24,9 +24,8 @@ from agents.testing import ScriptedModel, assistant_message, function_call  # no
 
 from omstream.client import OmClient  # noqa: E402
 from omstream.integrations.openai_agents import OmSession  # noqa: E402
-from tests.integration.conftest import Env  # noqa: E402
 from tests.integration.options import om_options  # noqa: E402
-from tests.integration.support import EventWatcher, Server, events  # noqa: E402
+from tests.integration.support import EventWatcher, events, served  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -70,17 +69,9 @@ def stored_text(content) -> str:
 def services(broker, tmp_path_factory):
     """One namespace, its worker and `om serve` for this file's tests (each on its own thread):
     the scripted Observer, blocking at a small threshold (about examples/agent.toml's)."""
-    root = tmp_path_factory.mktemp("agents")
-    env = Env(broker, root / "env", om_options(observation={"messageTokens": 140, "bufferTokens": False}))
-    env.start_worker()
-    server = Server(env.settings, root / "serve.log")
-    try:
-        asyncio.run(server.ready())
-        yield env, server
-    finally:
-        server.stop()
-        for worker in env.workers:
-            worker.stop()
+    options = om_options(observation={"messageTokens": 140, "bufferTokens": False})
+    with served(broker, tmp_path_factory.mktemp("agents"), options) as both:
+        yield both
 
 
 def accepted_of(evs: list, thread: str) -> list:

@@ -50,9 +50,8 @@ from omstream import OmClient  # noqa: E402
 from omstream.integrations import langgraph as om_langgraph  # noqa: E402
 from omstream.integrations.openai_agents import OmSession  # noqa: E402
 from omstream.integrations.pydantic_ai import OmMemory  # noqa: E402
-from tests.integration.conftest import Env  # noqa: E402
 from tests.integration.options import om_options  # noqa: E402
-from tests.integration.support import Server, events  # noqa: E402
+from tests.integration.support import events, served  # noqa: E402
 from tests.integration.test_langgraph_broker import RecordingChatModel  # noqa: E402
 
 pytestmark = pytest.mark.integration
@@ -123,18 +122,9 @@ async def over_mcp(env, url: str, log) -> tuple[list[str], dict, str]:
 @pytest.fixture(scope="module")
 def services(broker, tmp_path_factory):
     """One namespace that keeps a working memory for the agent, its worker and `om serve`."""
-    root = tmp_path_factory.mktemp("working-memory")
-    env = Env(broker, root / "env", om_options(observation={"messageTokens": 30_000, "bufferTokens": False},
-                                               workingMemory={"enabled": True}))
-    env.start_worker()
-    server = Server(env.settings, root / "serve.log")
-    try:
-        asyncio.run(server.ready())
-        yield env, server
-    finally:
-        server.stop()
-        for worker in env.workers:
-            worker.stop()
+    options = om_options(observation={"messageTokens": 30_000, "bufferTokens": False}, workingMemory={"enabled": True})
+    with served(broker, tmp_path_factory.mktemp("working-memory"), options) as both:
+        yield both
 
 
 def updates_of(env, thread: str) -> list:
