@@ -226,3 +226,30 @@ class EventWatcher:
             batch = await self._consumer.getmany(timeout_ms=200)
             self.events += [decode_event(r.value) for rs in batch.values() for r in rs]
         return self.events
+
+
+async def committed(settings, group: str, topic: str) -> dict[int, int]:
+    """The group's committed offsets on `topic` (-1: none), and the topic's end offsets."""
+    layout = await partitions_of(settings.bootstrap, [topic])
+    parts = [TopicPartition(topic, p) for p in layout[topic]]
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=group, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        out = {}
+        for tp in parts:
+            offset = await consumer.committed(tp)
+            out[tp.partition] = -1 if offset is None else offset
+        return out
+    finally:
+        await consumer.stop()
+
+
+async def end_offsets(settings, topic: str) -> dict[int, int]:
+    layout = await partitions_of(settings.bootstrap, [topic])
+    parts = [TopicPartition(topic, p) for p in layout[topic]]
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None)
+    await consumer.start()
+    try:
+        return {tp.partition: end for tp, end in (await consumer.end_offsets(parts)).items()}
+    finally:
+        await consumer.stop()

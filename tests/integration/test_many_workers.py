@@ -40,7 +40,7 @@ generation ending after a rebalance had marked its new partitions as not sought,
 fetch of them was dropped (`WorkerConsumer.perform_seek`; the run prints how many such seeks
 it saw).
 
-Judged as test_chaos.py judges (its `invariants`: accepted once, in the context once, seq
+Judged as test_chaos.py judges (`event_watch.invariants`: accepted once, in the context once, seq
 gapless, every blocking cycle ended, no event id with two contents) and as test_recovery.py
 compares (every thread's final window and final state equal the calm run's).
 """
@@ -62,16 +62,15 @@ from datetime import datetime, timedelta
 
 import orjson
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from omstream.client import OmClient
 from omstream.schemas.messages import Message
 from omstream.schemas.positions import LogPosition
-from omstream.topics import Topics, memory_partition, partitions_of
+from omstream.topics import Topics, memory_partition
 from tests.helpers import T0, text_of
+from tests.integration.event_watch import CYCLE_END, Seen, Watcher, expel, invariants
 from tests.integration.options import om_options
-from tests.integration.support import final_states, read_all
-from tests.integration.test_chaos import CYCLE_END, Seen, Watcher, expel, invariants
+from tests.integration.support import committed, end_offsets, final_states, read_all
 from tests.integration.test_recovery import comparable as without_positions
 
 # The last resort only: every wait below fails on its own when the run stops moving.
@@ -164,8 +163,8 @@ class Producer:
 
 
 class WallWatcher(Watcher):
-    """test_chaos's watcher, with each event's broker timestamp (wall clock, seconds) as its time,
-    to set beside the workers' logs."""
+    """The shared watcher (`event_watch.Watcher`), with each event's broker timestamp (wall
+    clock, seconds) as its time, to set beside the workers' logs."""
 
     async def _run(self) -> None:
         while True:
@@ -310,33 +309,6 @@ async def until(condition: Callable[[], bool], what: str, progress: Callable[[],
             on_idle()
         await asyncio.sleep(every)
     return time.monotonic() - t0
-
-
-async def committed(settings, group: str, topic: str) -> dict[int, int]:
-    """The group's committed offsets on `topic` (-1: none), and the topic's end offsets."""
-    layout = await partitions_of(settings.bootstrap, [topic])
-    parts = [TopicPartition(topic, p) for p in layout[topic]]
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=group, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        out = {}
-        for tp in parts:
-            offset = await consumer.committed(tp)
-            out[tp.partition] = -1 if offset is None else offset
-        return out
-    finally:
-        await consumer.stop()
-
-
-async def end_offsets(settings, topic: str) -> dict[int, int]:
-    layout = await partitions_of(settings.bootstrap, [topic])
-    parts = [TopicPartition(topic, p) for p in layout[topic]]
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None)
-    await consumer.start()
-    try:
-        return {tp.partition: end for tp, end in (await consumer.end_offsets(parts)).items()}
-    finally:
-        await consumer.stop()
 
 
 async def diagnose(settings, watcher: Watcher, producer: Producer, many: Many) -> str:
