@@ -4,7 +4,8 @@ The topic has one partition, so every process reads the same total order.  Three
 
     dk:<key id>        {"memoryKey", "epoch", "wrappedBy", "wrapped", "first"?}  a data key
                        (None: its tombstone)
-    shred:<memory key> {"epoch": e}   every data key of that memory up to epoch e is shredded
+    shred:<memory key> {"epoch": e, "at": [p, o]?}   every data key of that memory up to epoch e
+                       is shredded, by the deletion at offset o of partition p of the input log
     tick               {}             a write that rolls the active segment (see KeyRing.tick)
 
 The rules, and why they survive races and compaction:
@@ -23,6 +24,11 @@ The rules, and why they survive races and compaction:
 - **A rewrap keeps the order.**  A proposal re-written under a new namespace key carries
   `first`, the offset of the original, so it keeps its place among its memory's proposals.
 - A memory deleted and used again gets epoch e+1: a new key, never one of the shredded ones.
+- **A deletion shreds once, whoever folds it.**  The marker names the deletion record (`at`), and
+  every live version of the namespace folds the same input log: a fold that finds its deletion
+  already shredded (`shredded_by`) keeps the current key instead of shredding again, so a
+  version that folds the deletion after another one cannot shred the key that version's kept
+  state is sealed with.
 """
 
 from __future__ import annotations
@@ -72,6 +78,7 @@ class KeyBook:
         self._by_memory: dict[str, dict[str, Proposal]] = {}
         self.shredded_ids: set[str] = set()
         self.shredded_epoch: dict[str, int] = {}
+        self.shred_at: dict[str, tuple[int, int]] = {}  # the last deletion shredded, by memory key
         self.repairs: set[str] = set()  # live-looking proposals a repairing ring must tombstone
         self.malformed = 0  # records passed over
         self._keys: dict[str, DataKey] = {}
@@ -102,6 +109,12 @@ class KeyBook:
             raise Shredded(key_id)
         raise KeyNotLoaded(f"data key {key_id} is not in the key ring (yet)")
 
+    def shredded_by(self, memory_key: str, at: tuple[int, int]) -> bool:
+        """Whether the deletion at `at` (input-log partition, offset), or a later one of the same
+        partition, has shredded the memory's keys."""
+        done = self.shred_at.get(memory_key)
+        return done is not None and done[0] == at[0] and done[1] >= at[1]
+
     def of_memory(self, memory_key: str) -> list[Proposal]:
         return list(self._by_memory.get(memory_key, {}).values())
 
@@ -118,7 +131,10 @@ class KeyBook:
             if name.startswith(DK):
                 self._apply_proposal(name[len(DK):], value, offset)
             elif name.startswith(SHRED) and value is not None:
-                self._apply_shred(name[len(SHRED):], int(orjson.loads(value)["epoch"]))
+                data = orjson.loads(value)
+                at = data.get("at")
+                self._apply_shred(name[len(SHRED):], int(data["epoch"]),
+                                  (int(at[0]), int(at[1])) if isinstance(at, list) and len(at) == 2 else None)
         except (ValueError, KeyError, TypeError):
             # Not a record a ring wrote: it cannot stop the ring (a wrapped key that does not
             # authenticate is refused later, by `key`).
@@ -146,8 +162,11 @@ class KeyBook:
         if known is not None and known.wrapped_by != p.wrapped_by:
             self._keys.pop(key_id, None)  # unwrap again under the new wrapping (same material)
 
-    def _apply_shred(self, memory_key: str, epoch: int) -> None:
+    def _apply_shred(self, memory_key: str, epoch: int, at: tuple[int, int] | None = None) -> None:
         self.shredded_epoch[memory_key] = max(epoch, self.shredded_epoch.get(memory_key, -1))
+        known = self.shred_at.get(memory_key)
+        if at is not None and (known is None or known[0] != at[0] or known[1] < at[1]):
+            self.shred_at[memory_key] = at
         for p in self.of_memory(memory_key):
             if p.epoch <= epoch:
                 self._forget(p.key_id)

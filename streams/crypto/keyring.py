@@ -209,14 +209,20 @@ class KeyRing:
         await self._wait_past(offset + 1)
         return key_id
 
-    async def shred(self, memory_key: str) -> None:
-        """Make every key of the memory (up to its current epoch) unreadable, everywhere."""
+    async def shred(self, memory_key: str, through: int | None = None, at: tuple[int, int] | None = None) -> None:
+        """Make every key of the memory up to epoch `through` (default: its current epoch)
+        unreadable, everywhere; `at` names the deletion record (input-log partition, offset) the
+        marker is written for.  Nothing is written when those keys are shredded already (a
+        deletion shredded again after a crash, or by another version)."""
         await self.catch_up()  # the epoch of the marker must cover every key written so far
-        epoch = self.book.epoch(memory_key)
+        epoch = self.book.epoch(memory_key) if through is None else through
+        if through is not None and self.book.shredded_epoch.get(memory_key, -1) >= through:
+            return
         for p in self.book.of_memory(memory_key):
             if p.epoch <= epoch:  # a successor key survives
                 await self._send(DK + p.key_id, None)
-        offset = await self._send(SHRED + memory_key, orjson.dumps({"v": 1, "epoch": epoch}))
+        marker: dict[str, object] = {"v": 1, "epoch": epoch, **({"at": list(at)} if at is not None else {})}
+        offset = await self._send(SHRED + memory_key, orjson.dumps(marker))
         await self._wait_past(offset + 1)
         log.info("shredded the data keys of %s (epoch %d)", memory_key, epoch)
         if self.roll_after_ms is not None:

@@ -139,9 +139,19 @@ class Sealer:
         for key_id in ids:
             await self.ring.prime(key_id)
 
-    async def shred(self, owner: str) -> None:
+    async def shred(self, owner: str, through: int | None = None, at: tuple[int, int] | None = None) -> None:
+        """Shred the owner's keys up to epoch `through` (default: its current epoch) for the
+        deletion record at `at` (`KeyRing.shred`)."""
         if self.ring is not None:
-            await self.ring.shred(owner)
+            await self.ring.shred(owner, through, at)
+
+    def epoch(self, owner: str) -> int:
+        """The owner's current key epoch, as far as the ring has read."""
+        return self.ring.book.epoch(owner) if self.ring is not None else 0
+
+    def shredded_by(self, owner: str, at: tuple[int, int]) -> bool:
+        """Whether the deletion record at `at` has shredded the owner already (`KeyBook.shredded_by`)."""
+        return self.ring is not None and self.ring.book.shredded_by(owner, at)
 
     # --- records --------------------------------------------------------------------------------
     async def seal(self, value: bytes, owner: str, *, context: bytes | None = None) -> bytes:

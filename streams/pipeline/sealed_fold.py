@@ -15,8 +15,22 @@ Deletion is shredding.  A record whose fold emits `om-memory-deleted` names the 
 thread owner of the resource, or, for one thread, that thread's owner and the resource key.  From
 that record on, the batch seals those owners' outputs (the event itself, the state written after
 it) under their successor keys (`KeyRing.successor_key`), and once the batch's outputs are sent
-`FoldLoop` shreds them, which makes each successor current: what the memory keeps outlives the
-deletion, what it forgot does not.
+`FoldLoop` stores the batch's states and then shreds them, which makes each successor current:
+what the memory keeps outlives the deletion, what it forgot does not.
+
+Why store before shred, and how a crash between them is finished.  Shredding first would leave,
+after a crash before the store, a stored state sealed under the shredded key: unreadable, so the
+memory would start again empty and lose what the deletion keeps (a resource's other threads).
+Stored first, the state is sealed under the successor and its core names in clear the shreds it
+still owes (`"shred": [[owner, epoch, partition, offset], ...]`, `pending_shreds`); the deletion
+record is not acked before its shred, so it is read again after a crash, and the fold agent owes
+the shreds its stored core names before it resolves the batch's keys.
+
+Each shred names the deletion record (its input-log position, `KeyBook.shredded_by`) and the epoch
+it was folded from: a fold that finds its deletion shredded already (another live version folded
+it first, or the crash above) keeps the current key for that owner instead of rolling it, and a
+shred never reaches past the epoch its fold read, so no version shreds the successor another one
+keeps its state under.
 
 Without a namespace key the sealer is `PLAIN` and every method here returns its input.
 """
@@ -25,6 +39,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -38,9 +53,8 @@ if TYPE_CHECKING:
     from omstream.engine.state import MemoryState
     from omstream.schemas.jobs import ModelJob
 
-__all__ = ["BatchKeys", "StateBlobs", "batch_keys", "deleted_owners", "event_context", "event_owner", "input_owner",
-           "job_context", "resource_threads",
-           "unwrapped"]
+__all__ = ["BatchKeys", "Shred", "StateBlobs", "batch_keys", "deleted_owners", "event_context", "event_owner",
+           "input_owner", "job_context", "pending_shreds", "resource_threads", "unwrapped"]
 
 log = logging.getLogger("omstream.worker")
 
@@ -49,6 +63,30 @@ _SEP = b"\x00"
 _CORE_SEALED = "sealed"
 _CORE_HEAD = b'{"seq":'
 _DELETIONS = ("thread-deleted", "resource-deleted")
+
+
+@dataclass(frozen=True)
+class Shred:
+    """One owner's shred: its keys up to `epoch`, for the deletion record at `at` (input-log
+    partition, offset)."""
+
+    owner: str
+    epoch: int
+    at: tuple[int, int]
+
+    def as_json(self) -> list[Any]:
+        return [self.owner, self.epoch, *self.at]
+
+    @classmethod
+    def from_json(cls, item: Any) -> Shred | None:
+        if (isinstance(item, list) and len(item) == 4 and isinstance(item[0], str)
+                and all(isinstance(n, int) for n in item[1:])):
+            return cls(item[0], item[1], (item[2], item[3]))
+        return None
+
+
+def _of_memory(owner: str, memory_key: str) -> bool:
+    return owner == memory_key or owner.startswith(f"thread:{memory_key}/")
 
 
 class BatchKeys:
@@ -60,12 +98,23 @@ class BatchKeys:
     current keys."""
 
     def __init__(self, sealer: Sealer = PLAIN, current: dict[str, DataKey] | None = None,
-                 successors: dict[str, DataKey] | None = None, *, shredding: bool = True) -> None:
+                 successors: dict[str, DataKey] | None = None, *, shredding: bool = True,
+                 deletions: dict[str, Shred] | None = None) -> None:
         self.sealer, self.shredding = sealer, shredding
         self.current, self.successors = current or {}, successors or {}
+        # What each rolling owner's shred is (its epoch and the deletion record); an owner the
+        # batch deletes but whose deletion is shredded already is in neither map: it keeps its key.
+        self.deletions = deletions or {}
         self.rolled: set[str] = set()
+        # Owners whose deletion another fold has shredded: the memory's records are all written
+        # again, under the current key (what it kept from before may be sealed under a dead one).
+        self.rewritten: set[str] = set()
         self.shreds: list[str] = []
         self.passed_over = 0  # inputs of shredded owners, passed over
+
+    def owed(self, memory_key: str) -> list[Shred]:
+        """The shreds of this batch that `memory_key`'s stored core must name until they are done."""
+        return [self.deletions[o] for o in self.shreds if _of_memory(o, memory_key)]
 
     @property
     def enabled(self) -> bool:
@@ -76,13 +125,15 @@ class BatchKeys:
         record being folded deletes, not yet rolled for the batch."""
         if not self.enabled:
             return None
-        if owner in self.rolled or owner in rolled:
+        if owner in self.rolled or (owner in rolled and owner in self.successors):
             return self.successors[owner]
         return self.current[owner]
 
     def roll(self, owners: Iterable[str]) -> None:
         for owner in owners:
-            if owner not in self.rolled:
+            if owner not in self.successors:
+                self.rewritten.add(owner)
+            elif owner not in self.rolled:
                 self.rolled.add(owner)
                 self.shreds.append(owner)
 
@@ -142,10 +193,10 @@ def _holds_content(state: MemoryState | None) -> bool:
 def deleted_owners(memory_key: str, before: MemoryState | None, events: Sequence[EventEnvelope]) -> tuple[str, ...]:
     """The owners a record's fold deletes (its `om-memory-deleted` events), in shred order.
 
-    None when the memory held nothing of what the record deletes: a deletion folded again (after
-    a crash that came between the shred and the state's store, the stored state reads as none)
-    or by a version replaying history (whose earlier records were passed over as shredded) must
-    not shred the keys the first shred left current, which seal what came after."""
+    None when the memory held nothing of what the record deletes: a deletion folded again from a
+    state that reads as none (sealed under a key another version's shred killed) or by a version
+    replaying history (whose earlier records were passed over as shredded) must not shred the
+    keys the first shred left current, which seal what came after."""
     owners: list[str] = []
     for event in events:
         if not isinstance(event, MemoryDeleted) or not _holds_content(before):
@@ -172,8 +223,8 @@ async def batch_keys(sealer: Sealer, batch: Sequence[Any],
         return BatchKeys(sealer, shredding=shredding)
     await sealer.prepare(m.value for m in batch)
     owners: set[str] = set()
-    rolling: set[str] = set()
-    deleting: set[str] = set()
+    deleting: dict[str, tuple[int, int]] = {}  # memory -> its first deletion record in the batch
+    named: dict[str, str] = {}  # a deleted thread's owner -> its memory
     for message in batch:
         memory = (message.key or b"").decode("utf-8", "replace")
         if not memory:
@@ -184,16 +235,29 @@ async def batch_keys(sealer: Sealer, batch: Sequence[Any],
         owner = input_owner(memory, message.value)
         owners.add(owner)
         if shredding and _record_type(message.value) in _DELETIONS:
-            deleting.add(memory)
-            rolling |= {memory, _deleted_thread_owner(memory, message.value)}
+            deleting.setdefault(memory, (message.partition, message.offset))
+            named[_deleted_thread_owner(memory, message.value)] = memory
     # A deleted memory's owners that the batch uses after the deletion are sealed under their
     # successors: resolve them for every owner the batch names of that memory.
-    rolling |= {o for o in owners if o in deleting or any(o.startswith(f"thread:{m}/") for m in deleting)}
-    rolling.discard("")
-    current = {owner: await sealer.key_of(owner) for owner in sorted(owners)}
+    rolling = {o: m for o in owners | set(named) - {""} for m in deleting if _of_memory(o, m)}
+    current = {owner: await sealer.key_of(owner) for owner in sorted(owners | set(rolling))}
+    deletions = {o: Shred(o, sealer.epoch(o), deleting[m]) for o, m in sorted(rolling.items())
+                 if not sealer.shredded_by(o, deleting[m])}
     assert sealer.ring is not None
-    successors = {owner: await sealer.ring.successor_key(owner) for owner in sorted(rolling)}
-    return BatchKeys(sealer, current, successors, shredding=shredding)
+    successors = {owner: await sealer.ring.successor_key(owner) for owner in deletions}
+    return BatchKeys(sealer, current, successors, shredding=shredding, deletions=deletions)
+
+
+def pending_shreds(raw: bytes) -> list[Shred]:
+    """The shreds a stored core record names as owed (none for any other record)."""
+    if not raw.startswith(_CORE_HEAD) or b'"shred"' not in raw[:4096]:
+        return []
+    try:
+        items = orjson.loads(raw).get("shred")
+    except orjson.JSONDecodeError:
+        return []
+    found = [Shred.from_json(item) for item in items] if isinstance(items, list) else []
+    return [s for s in found if s is not None]
 
 
 def _record_type(value: bytes | None) -> str | None:
@@ -250,7 +314,10 @@ class StateBlobs:
             return None
 
     def rolled(self, memory_key: bytes) -> bool:
-        return self.keys.enabled and memory_key.decode("utf-8", "replace") in self.keys.rolled
+        """Whether every record of the memory is written again (under a key that outlives the
+        batch's deletion)."""
+        memory = memory_key.decode("utf-8", "replace")
+        return self.keys.enabled and (memory in self.keys.rolled or memory in self.keys.rewritten)
 
     def seal(self, record_key: bytes, raw: bytes) -> bytes:
         if not self.keys.enabled:
@@ -262,4 +329,6 @@ class StateBlobs:
         # The core keeps its event sequence number in clear: a memory whose key was shredded
         # starts again from it, so that its new events never reuse an event id.
         seq = orjson.loads(raw).get("seq", 0)
-        return b'{"seq":%d,"%s":%s}' % (seq if isinstance(seq, int) else 0, _CORE_SEALED.encode(), sealed)
+        owed = self.keys.owed(self.memory_of(record_key))
+        shreds = b'"shred":%s,' % orjson.dumps([s.as_json() for s in owed]) if owed else b""
+        return b'{"seq":%d,%s"%s":%s}' % (seq if isinstance(seq, int) else 0, shreds, _CORE_SEALED.encode(), sealed)

@@ -18,8 +18,11 @@ one memory, a memory holding more inputs than that in batches of its own after t
 
 With a namespace key (`sealer`), the batch's keys are loaded before step 1 (the fold opens its
 inputs and seals its outputs and states with them, `omstream.pipeline.sealed_fold`), and the
-memories the batch deleted are shredded right after step 2, once their `om-memory-deleted`
-events are in `<ns>.events`.
+memories the batch deleted are shredded after step 3, once their `om-memory-deleted` events are
+in `<ns>.events` and the states they keep are stored under their successor keys (before step 4:
+a crash in between reads the deletion again, and the stored core names the shreds it still owes,
+which are done before the next fold).  A batch that shreds is stored, shredded and acked before
+the next batch resolves its keys.
 
 Steps 3 and 4 run while the next batch goes through steps 1 and 2: that batch folds the
 memories from what step 3 is storing (`Memories(unsaved=...)`), and from a cache of the
@@ -54,7 +57,15 @@ from ..engine.step import HookCall
 from ..models.hooks import Hooks
 from ..pipeline.folding import MAX_OUTPUT_BYTES, Consumed, FoldContext, fold_batch
 from ..pipeline.memories import Memories, StateCache, StateWrite
-from ..pipeline.sealed_fold import BatchKeys, StateBlobs, batch_keys, resource_threads, unwrapped
+from ..pipeline.sealed_fold import (
+    BatchKeys,
+    Shred,
+    StateBlobs,
+    batch_keys,
+    pending_shreds,
+    resource_threads,
+    unwrapped,
+)
 from ..pipeline.sending import OutputRecord, Sender, until_done
 from ..pipeline.storage import Loaded
 from ..versions import WorkerStats
@@ -139,14 +150,15 @@ class FoldLoop:
         records = self.fold(batch, memories, keys, calls)
         folded = time.perf_counter()
         await self.send(records)
-        await self.shred(keys)
         await self.call_hooks(calls)
         sent = time.perf_counter()
         writes, self._unsaved = memories.writes(), memories.stored()
         # The next batch is folded and sent (from `_unsaved`) while this one is stored; the
         # stores themselves stay in batch order.
         await self.wait_stored()
-        self._storing = asyncio.ensure_future(self._store_and_ack(batch, writes, self._unsaved))
+        self._storing = asyncio.ensure_future(self._store_and_ack(batch, writes, self._unsaved, keys))
+        if keys.shreds:
+            await self.wait_stored()  # the next batch's keys are resolved after the shreds
         self._note(self._unsaved)
         log.debug("batch", extra={"records": len(batch), "outputs": len(records), "writes": len(writes),
                                   "passedOver": keys.passed_over, "shredded": len(keys.shreds),
@@ -168,7 +180,7 @@ class FoldLoop:
 
     async def keys_of(self, batch: Sequence[Consumed], memories: Memories) -> BatchKeys:
         """Before step 1: the data keys the batch opens and seals with (retried: the key ring
-        may be catching up with a restarting broker)."""
+        may be catching up with a restarting broker), after the shreds the stored cores owe."""
         found: list[BatchKeys] = []
 
         def threads_of(memory: str, partition: int) -> set[str]:
@@ -176,26 +188,33 @@ class FoldLoop:
 
         async def load() -> None:
             if self.sealer.ring is not None:
-                for key_id in sorted(self._stored_key_ids(batch)):
+                key_ids, owed = self._stored_keys(batch)
+                for shred in owed:
+                    if not self.sealer.shredded_by(shred.owner, shred.at):
+                        await self.sealer.shred(shred.owner, shred.epoch, shred.at)
+                for key_id in sorted(key_ids):
                     await self.sealer.ring.prime(key_id)
             found.append(await batch_keys(self.sealer, batch, threads_of))
 
         await until_done("load a batch's data keys", load)
         return found[-1]
 
-    def _stored_key_ids(self, batch: Sequence[Consumed]) -> set[str]:
-        """The keys that sealed the stored core record of each memory of the batch: loaded
-        first (one written by another worker a moment ago, before a rebalance), so that the
-        fold's synchronous reads find them."""
+    def _stored_keys(self, batch: Sequence[Consumed]) -> tuple[set[str], list[Shred]]:
+        """The keys that sealed the stored core record of each memory of the batch, loaded
+        first (one written by another worker a moment ago, before a rebalance) so that the
+        fold's synchronous reads find them, and the shreds those cores still owe (a crash
+        came between a deletion's store and its shred)."""
         ids: set[str] = set()
-        for partition, key in {(m.partition, m.key or b"") for m in batch}:
+        owed: list[Shred] = []
+        for partition, key in sorted({(m.partition, m.key or b"") for m in batch}):
             raw = self.table.read(partition, key) if key else None
             if raw is not None:
+                owed += pending_shreds(raw)
                 try:
                     ids |= self.sealer.blob_key_ids(unwrapped(raw))
                 except ValueError:
                     continue  # damaged: the fold reports it (`state-unreadable`)
-        return ids
+        return ids, owed
 
     async def call_hooks(self, calls: Sequence[HookCall]) -> None:
         """After step 2: the lifecycle hooks of the cycles the batch started and ended, in
@@ -206,10 +225,12 @@ class FoldLoop:
                 await self.hooks.call(call.name, call.payload, background=call.background)
 
     async def shred(self, keys: BatchKeys) -> None:
-        """After step 2: forget what the batch deleted (each owner's successor key, which the
+        """After step 3: forget what the batch deleted (each owner's successor key, which the
         batch sealed what the memory keeps with, becomes current)."""
         for owner in keys.shreds:
-            await until_done("shred a deleted memory's key", partial(self.sealer.shred, owner))
+            shred = keys.deletions[owner]
+            await until_done("shred a deleted memory's key",
+                             partial(self.sealer.shred, owner, shred.epoch, shred.at))
 
     async def send(self, records: Sequence[OutputRecord]) -> None:
         """Step 2: the batch's outputs, until the broker has every one."""
@@ -227,8 +248,9 @@ class FoldLoop:
             self._ack(message)
 
     async def _store_and_ack(self, batch: Sequence[Consumed], writes: Sequence[StateWrite],
-                             stored: dict[bytes, Loaded]) -> None:
+                             stored: dict[bytes, Loaded], keys: BatchKeys) -> None:
         await self.store(writes, stored)
+        await self.shred(keys)
         self.ack(batch)
 
     async def wait_stored(self) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import orjson
+
 from omstream.crypto.book import DK, SHRED, KeyBook, Proposal, proposal_value
 from omstream.crypto.wrapping import NamespaceKeys
 
@@ -27,8 +29,9 @@ class Topic:
         self.append(DK + key_id, proposal_value(Proposal(key_id, memory_key, epoch, -1, fingerprint, wrapped)))
         return key_id
 
-    def shred(self, memory_key: str, epoch: int = 0) -> None:
-        self.append(SHRED + memory_key, b'{"v":1,"epoch":%d}' % epoch)
+    def shred(self, memory_key: str, epoch: int = 0, at: tuple[int, int] | None = None) -> None:
+        marker = {"v": 1, "epoch": epoch, **({"at": list(at)} if at is not None else {})}
+        self.append(SHRED + memory_key, orjson.dumps(marker))
 
     def compacted(self) -> list[tuple[int, bytes, bytes | None]]:
         """What compaction leaves (tombstones kept): the latest record of each key, in order."""
@@ -50,6 +53,7 @@ class MemoryRing:
         self.topic = topic or Topic()
         self.keys = keys or NamespaceKeys([OLD])
         self.book = self.topic.book(self.keys)
+        self.shreds: list[tuple[str, int | None, tuple[int, int] | None]] = []  # every call, as asked
 
     def _reread(self) -> None:
         self.book = self.topic.book(self.keys)
@@ -69,12 +73,16 @@ class MemoryRing:
         assert found is not None
         return self.book.key(found.key_id)
 
-    async def shred(self, memory_key: str) -> None:
-        epoch = self.book.epoch(memory_key)
+    async def shred(self, memory_key: str, through: int | None = None, at: tuple[int, int] | None = None) -> None:
+        """As `KeyRing.shred`: up to epoch `through` (default: the current one), once."""
+        self.shreds.append((memory_key, through, at))
+        epoch = self.book.epoch(memory_key) if through is None else through
+        if through is not None and self.book.shredded_epoch.get(memory_key, -1) >= through:
+            return
         for p in self.book.of_memory(memory_key):
             if p.epoch <= epoch:
                 self.topic.append(DK + p.key_id, None)
-        self.topic.shred(memory_key, epoch)
+        self.topic.shred(memory_key, epoch, at)
         self._reread()
 
     async def successor_key(self, memory_key: str):  # noqa: ANN201 - DataKey

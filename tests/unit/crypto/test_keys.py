@@ -107,6 +107,19 @@ def test_a_successor_key_outlives_the_shred_of_its_predecessor():
             book.key(old)
 
 
+def test_a_shred_names_its_deletion_so_a_later_fold_of_it_knows_it_is_done():
+    keys, topic = NamespaceKeys([OLD]), Topic()
+    topic.propose(keys, "resource:u1", epoch=0)
+    topic.shred("thread:resource:u1/t0", 0)  # a marker of an older build: no deletion named
+    topic.shred("resource:u1", 0, at=(2, 40))
+    for book in (topic.book(keys), topic.book(keys, compact=True)):
+        assert book.shredded_by("resource:u1", (2, 40)) and book.shredded_by("resource:u1", (2, 12))
+        assert not book.shredded_by("resource:u1", (2, 41))  # a later deletion: not done yet
+        assert not book.shredded_by("resource:u1", (3, 12))  # another partition's log
+        assert not book.shredded_by("thread:resource:u1/t0", (2, 1))
+        assert book.epoch("resource:u1") == 1 and book.epoch("thread:resource:u1/t0") == 1
+
+
 def test_a_malformed_record_is_passed_over():
     keys, topic = NamespaceKeys([OLD]), Topic()
     topic.append(DK + "bad", b"not json")

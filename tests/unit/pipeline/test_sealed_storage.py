@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from omstream.crypto.sealing import Sealer
 from omstream.engine.fold import fold, new_state
 from omstream.pipeline.memories import Memories, StateCache
-from omstream.pipeline.sealed_fold import BatchKeys, StateBlobs
+from omstream.pipeline.sealed_fold import BatchKeys, Shred, StateBlobs
 from omstream.pipeline.storage import load_state
 from omstream.schemas.control import ThreadDeleted
 from tests.helpers import engine, message
@@ -35,13 +35,16 @@ class SealedTable(Table):
         super().__init__(cache, lagging=lagging)
         self.sealer, self.shredding = Sealer(cast(Any, MemoryRing())), shredding
         self.blobs = StateBlobs(BatchKeys(self.sealer))
+        self.batches = 0
 
     def batch(self, inputs, config) -> list:
         deleting = self.shredding and any(isinstance(item, ThreadDeleted) for item in inputs)
         ring = cast(Any, self.sealer.ring)
         successors = {OWNER: asyncio.run(ring.successor_key(OWNER))} if deleting else {}
+        self.batches += 1
+        deletions = {OWNER: Shred(OWNER, self.sealer.epoch(OWNER), (0, self.batches))} if deleting else {}
         keys = BatchKeys(self.sealer, {OWNER: asyncio.run(self.sealer.key_of(OWNER))}, successors,
-                         shredding=self.shredding)
+                         shredding=self.shredding, deletions=deletions)
         self.blobs.keys = keys
         memories = Memories(self.read, self.scan, LIMIT, self.cache, self.unsaved, self.blobs)
         state = memories.get(KEY, 0) or new_state(OWNER, "t1", "u1")
@@ -54,9 +57,10 @@ class SealedTable(Table):
             state = out.state
             jobs += out.jobs
         memories.put(KEY, state)
-        for owner in keys.shreds:  # shredded once the outputs are sent, before the state is stored
-            asyncio.run(self.sealer.shred(owner))
         self.store(memories)
+        for owner in keys.shreds:  # shredded once the state is stored, as `FoldLoop` does
+            shred = keys.deletions[owner]
+            asyncio.run(self.sealer.shred(owner, shred.epoch, shred.at))
         return jobs
 
     def opened(self) -> dict[bytes, bytes | None]:
