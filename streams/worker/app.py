@@ -45,7 +45,7 @@ from ..topics import Topics, partitions_of, sealed
 from ..versions import WorkerStats, register, stats_path, version_info
 from .backlog import Backlog, Intake
 from .capability import takes_attachments_apart
-from .faust_repairs import WorkerApp, WorkerTopic
+from .faust_repairs import WorkerApp, WorkerTableManager, WorkerTopic
 from .fold_loop import FoldLoop
 from .relay import IntakeRelay, PlainWatch, relay_group
 from .table import StateStore, TableChangelog, TableFiles
@@ -107,6 +107,7 @@ def _faust_app(settings: Settings) -> WorkerApp:
         consumer_group_instance_id=settings.instance_id or None,
         table_standby_replicas=settings.standby_replicas,
         Topic=WorkerTopic,
+        TableManager=WorkerTableManager,
         # The input log is handed to the fold agent's backlog a fetch at a time (`WorkerApp.taps`),
         # and fairness between memories is the backlog's (`Intake.batches`).  A fetch is large
         # so that a busy partition is read quickly: the records behind it (other memories')

@@ -13,21 +13,28 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from itertools import chain
+from time import monotonic
 from typing import Any, cast
 
 import aiokafka
 import faust
 import faust.transport.drivers.aiokafka
+from faust.tables import TableManager
+from faust.tables.recovery import Recovery
 from faust.types import TP, Message
+from mode import Service
 from mode.utils.queues import ThrowableQueue
 
-__all__ = ["FETCH_MAX_WAIT_MS", "Tap", "WorkerApp", "WorkerConsumer", "WorkerConsumerThread", "WorkerTopic",
-           "WorkerTransport"]
+__all__ = ["FETCH_MAX_WAIT_MS", "RECOVERY_STUCK_SECS", "Tap", "WorkerApp", "WorkerConsumer", "WorkerConsumerThread",
+           "WorkerRecovery", "WorkerTableManager", "WorkerTopic", "WorkerTransport"]
 
 log = logging.getLogger("omstream.worker")
 
 #: How long a fetch waits on the broker for records when there are none.
 FETCH_MAX_WAIT_MS = 20
+
+#: Seconds a changelog partition being restored may receive nothing before it is read again.
+RECOVERY_STUCK_SECS = 10.0
 
 #: What receives a tapped topic's records, a fetch at a time (waits while it has no room).
 Tap = Callable[[list[Any]], Awaitable[None]]
@@ -245,3 +252,54 @@ class WorkerApp(faust.App):
 
     def _new_transport(self) -> WorkerTransport:
         return WorkerTransport(self.conf.broker_consumer, self)
+
+
+class WorkerRecovery(Recovery):
+    """Faust's table recovery, reading again a changelog partition that receives nothing.
+
+    Found by the many-workers test on a loaded machine (twice in about twenty runs): a fold
+    worker that took a killed worker's partition over restored its state for ever, Faust logging
+    "No event received for active tp" every 5 s, the memories of the partition stopped and the
+    run stalled.  Its changelog records were never applied although the broker had them: Faust
+    drops the records of a fetch in flight when the flow stops, the generation changes or the
+    partition is paused meanwhile, and the client's position has moved past them, so nothing
+    fetches them again (the input log has the same hole, repaired in `WorkerConsumer`).  Here
+    a changelog partition still short of its highwater that has received nothing for
+    `RECOVERY_STUCK_SECS` is sought back to the record after the last one applied (a record
+    read twice is skipped by the recovery) and resumed, with a warning that names its position.
+    """
+
+    @Service.task
+    async def _reread_stuck_changelogs(self) -> None:
+        async for _ in self.itertimer(self.stats_interval, name="Recovery.reread"):
+            if self.in_recovery:
+                await self.reread_stuck(monotonic())
+
+    async def reread_stuck(self, now: float) -> list[TP]:
+        """Seek back every active changelog partition stuck at `now`; returns them."""
+        started = self._recovery_started_at
+        if started is None:
+            return []
+        consumer = self.app.consumer
+        stuck = [tp for tp, remaining in self.active_remaining().items()
+                 if remaining > 0 and now - self._active_events_received_at.get(tp, started) >= RECOVERY_STUCK_SECS]
+        for tp in stuck:
+            applied = self.active_offsets.get(tp)
+            start = 0 if applied is None or applied < 0 else applied + 1
+            log.warning("a changelog partition being restored received nothing: reading it again", extra={
+                "topic": tp.topic, "partition": tp.partition, "from": start, "position": await consumer.position(tp),
+                "highwater": self.active_highwaters.get(tp)})
+            await consumer.seek(tp, start)
+            consumer.resume_partitions({tp})
+            self._active_events_received_at[tp] = now  # give the new fetch its time
+        return stuck
+
+
+class WorkerTableManager(TableManager):
+    """Faust's table manager, with `WorkerRecovery`."""
+
+    @property
+    def recovery(self) -> Recovery:
+        if self._recovery is None:
+            self._recovery = WorkerRecovery(self.app, self, beacon=self.beacon, loop=self.loop)
+        return self._recovery

@@ -1,0 +1,58 @@
+"""`WorkerRecovery` (omstream.worker.faust_repairs): a changelog partition being restored that
+receives nothing for `RECOVERY_STUCK_SECS` is sought back to the record after the last one
+applied, and only such a partition.  Faust's own recovery with a consumer that records what it
+is asked (no broker: the fetch that lost the records is what the many-workers test met)."""
+
+from __future__ import annotations
+
+from time import monotonic
+
+import faust
+from faust.types import TP
+
+from omstream.worker.faust_repairs import RECOVERY_STUCK_SECS, WorkerRecovery, WorkerTableManager
+
+
+class Consumer:
+    def __init__(self) -> None:
+        self.seeks: list[tuple[TP, int]] = []
+        self.resumed: list[TP] = []
+
+    async def position(self, tp: TP) -> int:
+        return 243  # past the records it never delivered
+
+    async def seek(self, tp: TP, offset: int) -> None:
+        self.seeks.append((tp, offset))
+
+    def resume_partitions(self, tps) -> None:
+        self.resumed += sorted(tps)
+
+
+async def test_a_changelog_partition_that_receives_nothing_is_read_again_from_the_last_applied():
+    app = faust.App("reread", broker="kafka://127.0.0.1:9", store="memory://", web_enabled=False,
+                    TableManager=WorkerTableManager)
+    table = app.Table("state", default=None, partitions=2)
+    recovery = app.tables.recovery
+    assert isinstance(recovery, WorkerRecovery)
+    consumer = Consumer()
+    app.consumer = consumer  # type: ignore[assignment]
+    stuck, fine = (TP(table.changelog_topic.get_topic_name(), p) for p in (0, 1))
+    recovery._set_recovery_started()
+    start = monotonic()
+    recovery.active_highwaters.update({stuck: 242, fine: 90})
+    recovery.active_offsets.update({stuck: -1, fine: 90})  # `fine` has everything already
+
+    assert await recovery.reread_stuck(start + RECOVERY_STUCK_SECS / 2) == []  # not for long enough yet
+    assert await recovery.reread_stuck(start + RECOVERY_STUCK_SECS) == [stuck]
+    assert consumer.seeks == [(stuck, 0)] and consumer.resumed == [stuck]
+    assert await recovery.reread_stuck(start + RECOVERY_STUCK_SECS * 1.5) == []  # the new fetch gets its time
+
+    # Records arrived up to offset 100, then nothing again: read again from 101.
+    recovery.active_offsets[stuck] = 100
+    recovery._active_events_received_at[stuck] = start + RECOVERY_STUCK_SECS * 2
+    assert await recovery.reread_stuck(start + RECOVERY_STUCK_SECS * 2.5) == []
+    assert await recovery.reread_stuck(start + RECOVERY_STUCK_SECS * 3) == [stuck]
+    assert consumer.seeks[-1] == (stuck, 101)
+
+    recovery.active_offsets[stuck] = 242  # restored: nothing left to read
+    assert await recovery.reread_stuck(start + RECOVERY_STUCK_SECS * 10) == []
