@@ -10,6 +10,7 @@ them against plain Faust.  The consumer also hands the input log over a fetch at
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from itertools import chain
@@ -286,8 +287,12 @@ class WorkerRecovery(Recovery):
         for tp in stuck:
             applied = self.active_offsets.get(tp)
             start = 0 if applied is None or applied < 0 else applied + 1
+            try:  # for the warning only; the client answers once it knows the position, which may be never
+                position = await asyncio.wait_for(consumer.position(tp), timeout=2.0)
+            except TimeoutError:
+                position = None
             log.warning("a changelog partition being restored received nothing: reading it again", extra={
-                "topic": tp.topic, "partition": tp.partition, "from": start, "position": await consumer.position(tp),
+                "topic": tp.topic, "partition": tp.partition, "from": start, "position": position,
                 "highwater": self.active_highwaters.get(tp)})
             await consumer.seek(tp, start)
             consumer.resume_partitions({tp})

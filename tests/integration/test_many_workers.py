@@ -557,6 +557,8 @@ def test_many_workers_under_kills_keep_every_memory(new_env):
     # generation's own seek used to stall the worker's partitions for good (every later fetch
     # dropped as early) until the next rebalance.
     stale = sum(p.worker.tail(10**9).count("a seek of an earlier generation ended") for p in many.processes.values())
+    # Changelog partitions whose restore received nothing and were read again (`WorkerRecovery`).
+    restores = sum(p.worker.tail(10**9).count("being restored received nothing") for p in many.processes.values())
     lost = len(checked["many"]["lost"]) + len(checked["calm"]["lost"])
     twice = len(checked["many"]["twice"]) + len(checked["calm"]["twice"])
     # The longest stretch in which neither run wrote an event (broker times): how near a run came
@@ -569,6 +571,7 @@ def test_many_workers_under_kills_keep_every_memory(new_env):
           f"({many.mid_cycle_kills} with a cycle open: {', '.join(many.kills)}), results "
           f"{len(results)} of {len(sent)} jobs, results that crossed workers {crossed}, blocking cycles "
           f"{cycles}, fetches read again {reread}, fetches before the seek dropped {early}, stale seeks {stale}, "
+          f"restores read again {restores}, "
           f"lost={lost} duplicated={twice}, windows equal to the calm run "
           f"{len(THREADS) - len(differing)}/{len(THREADS)}, states equal {len(THREADS) - len(unequal)}/{len(THREADS)}, "
           f"settled {figures['settled_at']:.1f}s, longest stretch without an event {quiet:.1f}s, "

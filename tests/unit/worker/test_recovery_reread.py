@@ -5,6 +5,7 @@ is asked (no broker: the fetch that lost the records is what the many-workers te
 
 from __future__ import annotations
 
+import asyncio
 from time import monotonic
 
 import faust
@@ -56,3 +57,22 @@ async def test_a_changelog_partition_that_receives_nothing_is_read_again_from_th
 
     recovery.active_offsets[stuck] = 242  # restored: nothing left to read
     assert await recovery.reread_stuck(start + RECOVERY_STUCK_SECS * 10) == []
+
+
+async def test_a_client_that_does_not_know_the_position_does_not_hold_the_reread():
+    class Unpositioned(Consumer):
+        async def position(self, tp: TP) -> int:
+            await asyncio.Event().wait()  # awaiting a reset that never comes
+            return 0
+
+    app = faust.App("reread-unpositioned", broker="kafka://127.0.0.1:9", store="memory://", web_enabled=False,
+                    TableManager=WorkerTableManager)
+    table = app.Table("state", default=None, partitions=1)
+    recovery = app.tables.recovery
+    consumer = Unpositioned()
+    app.consumer = consumer  # type: ignore[assignment]
+    tp = TP(table.changelog_topic.get_topic_name(), 0)
+    recovery._set_recovery_started()
+    recovery.active_highwaters[tp], recovery.active_offsets[tp] = 242, 17
+    assert await recovery.reread_stuck(monotonic() + RECOVERY_STUCK_SECS) == [tp]
+    assert consumer.seeks == [(tp, 18)]
