@@ -224,7 +224,7 @@ async def batch_keys(sealer: Sealer, batch: Sequence[Any],
     await sealer.prepare(m.value for m in batch)
     owners: set[str] = set()
     deleting: dict[str, tuple[int, int]] = {}  # memory -> its first deletion record in the batch
-    named: dict[str, str] = {}  # a deleted thread's owner -> its memory
+    named: set[str] = set()  # the owners of the deleted threads
     for message in batch:
         memory = (message.key or b"").decode("utf-8", "replace")
         if not memory:
@@ -236,10 +236,10 @@ async def batch_keys(sealer: Sealer, batch: Sequence[Any],
         owners.add(owner)
         if shredding and _record_type(message.value) in _DELETIONS:
             deleting.setdefault(memory, (message.partition, message.offset))
-            named[_deleted_thread_owner(memory, message.value)] = memory
+            named.add(_deleted_thread_owner(memory, message.value))
     # A deleted memory's owners that the batch uses after the deletion are sealed under their
     # successors: resolve them for every owner the batch names of that memory.
-    rolling = {o: m for o in owners | set(named) - {""} for m in deleting if _of_memory(o, m)}
+    rolling = {o: m for o in owners | named - {""} for m in deleting if _of_memory(o, m)}
     current = {owner: await sealer.key_of(owner) for owner in sorted(owners | set(rolling))}
     deletions = {o: Shred(o, sealer.epoch(o), deleting[m]) for o, m in sorted(rolling.items())
                  if not sealer.shredded_by(o, deleting[m])}
@@ -250,7 +250,7 @@ async def batch_keys(sealer: Sealer, batch: Sequence[Any],
 
 def pending_shreds(raw: bytes) -> list[Shred]:
     """The shreds a stored core record names as owed (none for any other record)."""
-    if not raw.startswith(_CORE_HEAD) or b'"shred"' not in raw[:4096]:
+    if not raw.startswith(_CORE_HEAD) or b',"shred":' not in raw[:40]:  # right after the sequence number
         return []
     try:
         items = orjson.loads(raw).get("shred")

@@ -165,3 +165,14 @@ async def test_a_second_version_folding_the_deletion_later_shreds_nothing_of_the
         assert_deleted_and_kept(seal, world, accepted_by_thread(first))
     assert kept(seal, first).model_dump() == kept(seal, second).model_dump()
     assert [o for o, _, _ in ring.shreds] == [T1, MEMORY]  # the second version shredded nothing
+
+
+def test_a_core_owing_many_shreds_names_them_all():
+    """A resource deleted whole owes a shred per thread: the header grows past any fixed prefix."""
+    from omstream.pipeline.sealed_fold import Shred, pending_shreds
+
+    owed = [Shred(f"thread:{MEMORY}/t{n:03d}", 0, (1, 900)) for n in range(200)] + [Shred(MEMORY, 0, (1, 900))]
+    core = b'{"seq":41,"shred":%s,"sealed":"om1d:k:n:c"}' % orjson.dumps([s.as_json() for s in owed])
+    assert pending_shreds(core) == owed
+    assert pending_shreds(b'{"seq":41,"sealed":"om1d:k:n:c"}') == []
+    assert pending_shreds(b'{"seq":41,"shred":[["x", "not an epoch", 1, 2]],"sealed":""}') == []
