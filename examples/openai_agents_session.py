@@ -30,7 +30,6 @@ import asyncio
 from pathlib import Path
 
 from agents import Agent, RunConfig, Runner
-from agents.extensions.models.litellm_model import LitellmModel
 
 from omstream import OmClient, load_settings
 from omstream.integrations.openai_agents import OmSession
@@ -48,6 +47,10 @@ PROMPTS = [
 async def converse(args: argparse.Namespace, prompts: list[str]) -> None:
     settings = load_settings(args.config)
     warm_up()  # litellm with omstream's offline providers (`scripted/...`, `local/...`)
+    # Imported after omstream has loaded litellm, with its model table local: an import before it
+    # would fetch that table from the network first (three warnings and 6 s when offline).
+    from agents.extensions.models.litellm_model import LitellmModel
+
     name = "scripted/assistant" if args.model == "scripted" else args.model
     async with OmClient(settings) as om:
         session = OmSession(om, args.thread, resource_id=args.resource, base_url=args.url, wait=args.wait,
