@@ -37,16 +37,34 @@ T1 = content_owner(MEMORY, "t1", is_message=True)
 
 
 class GatedRing(MemoryRing):
-    """A ring whose shreds hang while `gate` is set and not opened."""
+    """A ring whose shreds hang while `gate` is set and not opened (`reached` is set once one does)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.gate: asyncio.Event | None = None
+        self.reached = asyncio.Event()
 
     async def shred(self, memory_key: str, through: int | None = None, at: tuple[int, int] | None = None) -> None:
         if self.gate is not None:
+            self.reached.set()
             await self.gate.wait()
         await super().shred(memory_key, through, at)
+
+
+def gated_append(changelog) -> asyncio.Event:
+    """Make the changelog's appends hang (the store never reaches the broker); the event is set
+    once one does."""
+    reached, hang = asyncio.Event(), asyncio.Event()
+    append = changelog.append
+
+    async def hanging(writes):
+        reached.set()
+        await hang.wait()
+        return await append(writes)
+
+    changelog.append = hanging
+    changelog.release = lambda: setattr(changelog, "append", append)
+    return reached
 
 
 @pytest.fixture()
@@ -106,13 +124,12 @@ async def test_a_crash_inside_a_deletion_batch_keeps_what_the_memory_keeps(tmp_p
     accepted = accepted_by_thread(world)
 
     # The deletion's batch hangs at `point`; the worker dies there.
-    gate = asyncio.Event()
     if point == "store":
-        world.store.changelog.gate = gate
+        reached = gated_append(world.store.changelog)
     else:
-        ring.gate = gate
+        ring.gate, reached = asyncio.Event(), ring.reached
     taking = asyncio.ensure_future(world.loop.take(inputs[4:], 2))
-    await asyncio.sleep(0.05)  # the batch reaches the gate (its store may run behind `take`)
+    await asyncio.wait_for(reached.wait(), timeout=30)  # the batch is at `point` (its store may run behind `take`)
     taking.cancel()
     world.loop.abandon()
     await asyncio.gather(taking, return_exceptions=True)
@@ -123,7 +140,9 @@ async def test_a_crash_inside_a_deletion_batch_keeps_what_the_memory_keeps(tmp_p
         assert core is not None and [s.owner for s in pending_shreds(core)] == [T1, MEMORY]
 
     # Restarted: the same local store, the unacked deletion read again.
-    world.store.changelog.gate = ring.gate = None
+    if point == "store":
+        world.store.changelog.release()
+    ring.gate = None
     again = restarted(world, seal)
     await again.take(inputs[4:], 3)
     await again.wait_stored()
