@@ -42,7 +42,7 @@ from .envelope import DataKey
 from .errors import KeyNotLoaded, Shredded
 from .wrapping import NamespaceKeys
 
-__all__ = ["DK", "SHRED", "TICK", "KeyBook", "Proposal", "proposal_value"]
+__all__ = ["DK", "SHRED", "TICK", "KeyBook", "Proposal", "proposal_value", "shred_value"]
 
 DK = "dk:"
 SHRED = "shred:"
@@ -57,6 +57,11 @@ class Proposal:
     order: int  # the offset of the first record of this key id (kept by a rewrap)
     wrapped_by: str
     wrapped: str = field(repr=False)
+
+
+def shred_value(epoch: int, at: tuple[int, int] | None = None) -> bytes:
+    """The record of a shred marker: up to `epoch`, for the deletion record at `at` (if named)."""
+    return orjson.dumps({"v": 1, "epoch": epoch, **({"at": list(at)} if at is not None else {})})
 
 
 def proposal_value(p: Proposal) -> bytes:
@@ -114,6 +119,15 @@ class KeyBook:
         partition, has shredded the memory's keys."""
         done = self.shred_at.get(memory_key)
         return done is not None and done[0] == at[0] and done[1] >= at[1]
+
+    def shred_plan(self, memory_key: str, through: int | None = None) -> tuple[int, list[str]] | None:
+        """What a shred of the memory up to epoch `through` (default: its current epoch) writes:
+        the marker's epoch and the key ids to tombstone (a successor key survives); None when
+        those keys are shredded already (a deletion shredded again, or by another version)."""
+        if through is not None and self.shredded_epoch.get(memory_key, -1) >= through:
+            return None
+        epoch = self.epoch(memory_key) if through is None else through
+        return epoch, [p.key_id for p in self.of_memory(memory_key) if p.epoch <= epoch]
 
     def of_memory(self, memory_key: str) -> list[Proposal]:
         return list(self._by_memory.get(memory_key, {}).values())

@@ -31,10 +31,8 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-import orjson
-
 from .. import kafka
-from .book import DK, SHRED, TICK, KeyBook, Proposal, proposal_value
+from .book import DK, SHRED, TICK, KeyBook, Proposal, proposal_value, shred_value
 from .envelope import KEY_BYTES, DataKey
 from .errors import KeyNotLoaded, KeyRingError, Shredded
 from .wrapping import NamespaceKeys
@@ -215,14 +213,13 @@ class KeyRing:
         marker is written for.  Nothing is written when those keys are shredded already (a
         deletion shredded again after a crash, or by another version)."""
         await self.catch_up()  # the epoch of the marker must cover every key written so far
-        epoch = self.book.epoch(memory_key) if through is None else through
-        if through is not None and self.book.shredded_epoch.get(memory_key, -1) >= through:
+        plan = self.book.shred_plan(memory_key, through)
+        if plan is None:
             return
-        for p in self.book.of_memory(memory_key):
-            if p.epoch <= epoch:  # a successor key survives
-                await self._send(DK + p.key_id, None)
-        marker: dict[str, object] = {"v": 1, "epoch": epoch, **({"at": list(at)} if at is not None else {})}
-        offset = await self._send(SHRED + memory_key, orjson.dumps(marker))
+        epoch, key_ids = plan
+        for key_id in key_ids:
+            await self._send(DK + key_id, None)
+        offset = await self._send(SHRED + memory_key, shred_value(epoch, at))
         await self._wait_past(offset + 1)
         log.info("shredded the data keys of %s (epoch %d)", memory_key, epoch)
         if self.roll_after_ms is not None:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import os
 
-import orjson
-
-from omstream.crypto.book import DK, SHRED, KeyBook, Proposal, proposal_value
+from omstream.crypto.book import DK, SHRED, KeyBook, Proposal, proposal_value, shred_value
 from omstream.crypto.wrapping import NamespaceKeys
 
 OLD = "old-namespace-key-" + "a" * 32
@@ -30,8 +28,7 @@ class Topic:
         return key_id
 
     def shred(self, memory_key: str, epoch: int = 0, at: tuple[int, int] | None = None) -> None:
-        marker = {"v": 1, "epoch": epoch, **({"at": list(at)} if at is not None else {})}
-        self.append(SHRED + memory_key, orjson.dumps(marker))
+        self.append(SHRED + memory_key, shred_value(epoch, at))
 
     def compacted(self) -> list[tuple[int, bytes, bytes | None]]:
         """What compaction leaves (tombstones kept): the latest record of each key, in order."""
@@ -76,12 +73,12 @@ class MemoryRing:
     async def shred(self, memory_key: str, through: int | None = None, at: tuple[int, int] | None = None) -> None:
         """As `KeyRing.shred`: up to epoch `through` (default: the current one), once."""
         self.shreds.append((memory_key, through, at))
-        epoch = self.book.epoch(memory_key) if through is None else through
-        if through is not None and self.book.shredded_epoch.get(memory_key, -1) >= through:
+        plan = self.book.shred_plan(memory_key, through)
+        if plan is None:
             return
-        for p in self.book.of_memory(memory_key):
-            if p.epoch <= epoch:
-                self.topic.append(DK + p.key_id, None)
+        epoch, key_ids = plan
+        for key_id in key_ids:
+            self.topic.append(DK + key_id, None)
         self.topic.shred(memory_key, epoch, at)
         self._reread()
 

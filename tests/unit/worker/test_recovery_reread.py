@@ -29,16 +29,22 @@ class Consumer:
         self.resumed += sorted(tps)
 
 
-async def test_a_changelog_partition_that_receives_nothing_is_read_again_from_the_last_applied():
-    app = faust.App("reread", broker="kafka://127.0.0.1:9", store="memory://", web_enabled=False,
+def recovering(name: str, consumer: Consumer, partitions: int) -> tuple[WorkerRecovery, list[TP]]:
+    """The worker's recovery of a table of `partitions` changelog partitions, started, reading
+    through `consumer`."""
+    app = faust.App(name, broker="kafka://127.0.0.1:9", store="memory://", web_enabled=False,
                     TableManager=WorkerTableManager)
-    table = app.Table("state", default=None, partitions=2)
+    table = app.Table("state", default=None, partitions=partitions)
     recovery = app.tables.recovery
     assert isinstance(recovery, WorkerRecovery)
-    consumer = Consumer()
     app.consumer = consumer  # type: ignore[assignment]
-    stuck, fine = (TP(table.changelog_topic.get_topic_name(), p) for p in (0, 1))
     recovery._set_recovery_started()
+    return recovery, [TP(table.changelog_topic.get_topic_name(), p) for p in range(partitions)]
+
+
+async def test_a_changelog_partition_that_receives_nothing_is_read_again_from_the_last_applied():
+    consumer = Consumer()
+    recovery, (stuck, fine) = recovering("reread", consumer, 2)
     start = monotonic()
     recovery.active_highwaters.update({stuck: 242, fine: 90})
     recovery.active_offsets.update({stuck: -1, fine: 90})  # `fine` has everything already
@@ -65,14 +71,8 @@ async def test_a_client_that_does_not_know_the_position_does_not_hold_the_reread
             await asyncio.Event().wait()  # awaiting a reset that never comes
             return 0
 
-    app = faust.App("reread-unpositioned", broker="kafka://127.0.0.1:9", store="memory://", web_enabled=False,
-                    TableManager=WorkerTableManager)
-    table = app.Table("state", default=None, partitions=1)
-    recovery = app.tables.recovery
     consumer = Unpositioned()
-    app.consumer = consumer  # type: ignore[assignment]
-    tp = TP(table.changelog_topic.get_topic_name(), 0)
-    recovery._set_recovery_started()
+    recovery, (tp,) = recovering("reread-unpositioned", consumer, 1)
     recovery.active_highwaters[tp], recovery.active_offsets[tp] = 242, 17
     assert await recovery.reread_stuck(monotonic() + RECOVERY_STUCK_SECS) == [tp]
     assert consumer.seeks == [(tp, 18)]
