@@ -119,27 +119,3 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
     setattr(item, f"rep_{rep.when}", rep)
-
-
-
-#: What each passing integration test printed: its counts and timings are the evidence of the
-#: guarantee it tests, so the run shows them after a pass too, not only in a failure's report.
-_FIGURES: list[tuple[str, str]] = []
-_FIGURE_LINES = 40  # per test: a worker's log dumped into stdout must not flood the summary
-
-
-def pytest_runtest_logreport(report):
-    if report.when == "call" and report.passed and report.capstdout.strip():
-        _FIGURES.append((report.nodeid, report.capstdout.strip()))
-
-
-def pytest_terminal_summary(terminalreporter):
-    if not _FIGURES:
-        return
-    terminalreporter.section("figures printed by the integration tests")
-    for nodeid, text in _FIGURES:
-        lines = text.splitlines()
-        terminalreporter.write_line(nodeid + (f"  (last {_FIGURE_LINES} of {len(lines)} lines)"
-                                              if len(lines) > _FIGURE_LINES else ""))
-        for line in lines[-_FIGURE_LINES:]:
-            terminalreporter.write_line("    " + line)

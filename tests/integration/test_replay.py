@@ -1,6 +1,6 @@
 """`om replay` on a history produced through the broker (issue 11, acceptance 1-3).
 
-Twenty threads talk at once, with async buffering and reflection, so the live version applies
+Ten threads talk at once, with async buffering and reflection, so the live version applies
 many background results after later inputs of their memory (the log's order, not a settled
 one).  Then:
 
@@ -53,7 +53,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 def options(message_tokens: int) -> str:
     return om_options(observation={"messageTokens": message_tokens}, reflection={"observationTokens": 900})
 LIVE_TOKENS, NEW_TOKENS = 1200, 800
-THREADS = [f"t{k:02d}" for k in range(20)]
+THREADS = [f"t{k:02d}" for k in range(10)]
 PER_THREAD = 40
 
 
