@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import fcntl
 import os
 import signal
 import socket
@@ -55,18 +56,25 @@ def jars_dir() -> Path:
 
 
 def ensure_jars(*, quiet: bool = True) -> Path:
-    """Resolve the broker jars through Maven unless they are already there."""
+    """Resolve the broker jars through Maven unless they are already there.
+
+    One process at a time (a lock file beside them): the test suite's two processes each start a
+    broker, and on a fresh checkout both ran Maven into the same folder, one failing as the
+    other's copy replaced its files (or starting the JVM on a classpath still being copied)."""
     libs = jars_dir()
-    if (libs / BROKER_JAR).exists():
+    libs.parent.mkdir(parents=True, exist_ok=True)
+    with open(libs.parent / "resolve.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+        if (libs / BROKER_JAR).exists():
+            return libs
+        cmd = ["mvn", "-B", "-f", str(POM), "package"]
+        if quiet:
+            cmd.insert(1, "-q")
+        proc = subprocess.run(cmd, capture_output=quiet, text=True)
+        if proc.returncode != 0 or not (libs / BROKER_JAR).exists():
+            tail = (proc.stdout or "")[-2000:] + (proc.stderr or "")[-2000:]
+            raise BrokerError(f"Maven could not resolve Kafka {KAFKA_VERSION} jars:\n{tail}")
         return libs
-    cmd = ["mvn", "-B", "-f", str(POM), "package"]
-    if quiet:
-        cmd.insert(1, "-q")
-    proc = subprocess.run(cmd, capture_output=quiet, text=True)
-    if proc.returncode != 0 or not (libs / BROKER_JAR).exists():
-        tail = (proc.stdout or "")[-2000:] + (proc.stderr or "")[-2000:]
-        raise BrokerError(f"Maven could not resolve Kafka {KAFKA_VERSION} jars:\n{tail}")
-    return libs
 
 
 def new_cluster_id() -> str:
