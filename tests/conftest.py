@@ -19,7 +19,9 @@ _FIGURE_LINES = 40  # per test: a worker's log dumped into stdout must not flood
 
 
 def pytest_runtest_logreport(report):
-    if report.when == "call" and report.passed and report.capstdout.strip():
+    # In tests/integration/conftest.py this hook saw only that folder's tests; here it sees every
+    # report, and the unit tests' prints are not figures.
+    if report.when == "call" and report.passed and "integration" in report.keywords and report.capstdout.strip():
         _FIGURES.append((report.nodeid, report.capstdout.strip()))
 
 
